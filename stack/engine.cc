@@ -1,0 +1,191 @@
+// Engine lifetime, verbs calls and progress. The CM lives in engine_cm.cc.
+#include "stack/engine.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "stack/engine_conn.h"
+
+namespace softrdma {
+
+namespace {
+
+bool env_flag(const char* name, bool dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "no") == 0 || std::strcmp(v, "off") == 0 ||
+           std::strcmp(v, "false") == 0);
+}
+
+}  // namespace
+
+EngineConfig EngineConfig::from_env() {
+  EngineConfig c;
+  if (const char* t = std::getenv("FI_SOFTRDMA_TRANSPORT"); t && *t) c.transport = t;
+  c.crc = env_flag("FI_SOFTRDMA_CRC", c.crc);
+  c.markers = env_flag("FI_SOFTRDMA_MARKERS", c.markers);
+  if (const char* r = std::getenv("FI_SOFTRDMA_MPA_REV"); r && *r)
+    c.mpa_rev = static_cast<uint8_t>(std::atoi(r) == 1 ? 1 : 2);
+  if (const char* r = std::getenv("FI_SOFTRDMA_RTR"); r && *r) {
+    if (!std::strcmp(r, "none")) c.rtr = iwarp::Rtr::kNone;
+    if (!std::strcmp(r, "read")) c.rtr = iwarp::Rtr::kRead;
+    if (!std::strcmp(r, "send")) c.rtr = iwarp::Rtr::kSend;
+    if (!std::strcmp(r, "write")) c.rtr = iwarp::Rtr::kWrite;
+  }
+  return c;
+}
+
+static std::unique_ptr<net::Transport> make_transport(const std::string& name) {
+  // The DPDK/lwIP transport registers here when built; kernel TCP otherwise.
+  (void)name;
+  return net::make_kernel_tcp_transport();
+}
+
+Engine::Engine(const EngineConfig& cfg) : Engine(cfg, make_transport(cfg.transport)) {}
+
+Engine::Engine(const EngineConfig& cfg, std::unique_ptr<net::Transport> transport)
+    : cfg_(cfg), transport_(std::move(transport)) {}
+
+Engine::~Engine() {
+  std::lock_guard g(mu_);
+  for (auto& [c, owned] : conns_) {
+    if (c->sc) {
+      c->sc->abort();
+      transport_->release(c->sc);
+    }
+  }
+  conns_.clear();
+  qps_.clear();
+}
+
+Pd* Engine::alloc_pd() {
+  std::lock_guard g(mu_);
+  pds_.push_back(std::make_unique<Pd>(Pd{static_cast<uint32_t>(pds_.size() + 1)}));
+  return pds_.back().get();
+}
+
+Mr* Engine::reg_mr(Pd* pd, void* addr, uint64_t len, uint32_t access) {
+  std::lock_guard g(mu_);
+  return mrs_.reg(pd, addr, len, access);
+}
+
+int Engine::dereg_mr(uint32_t stag) {
+  std::lock_guard g(mu_);
+  return mrs_.dereg(stag);
+}
+
+Cq* Engine::create_cq(uint32_t depth) {
+  std::lock_guard g(mu_);
+  cqs_.push_back(std::make_unique<Cq>(depth));
+  return cqs_.back().get();
+}
+
+void Engine::destroy_cq(Cq* cq) {
+  std::lock_guard g(mu_);
+  std::erase_if(cqs_, [cq](const auto& p) { return p.get() == cq; });
+}
+
+Srq* Engine::create_srq(Pd* pd, uint32_t depth) {
+  std::lock_guard g(mu_);
+  srqs_.push_back(std::make_unique<Srq>(Srq{pd, depth, {}}));
+  return srqs_.back().get();
+}
+
+int Engine::post_srq_recv(Srq* srq, const RecvWr& wr) {
+  std::lock_guard g(mu_);
+  if (wr.num_sge < 0 || wr.num_sge > kMaxSge) return -EINVAL;
+  for (int i = 0; i < wr.num_sge; ++i) {
+    uint8_t* p;
+    const Sge& s = wr.sg_list[i];
+    if (s.lkey && s.length &&
+        mrs_.check(s.lkey, srq->pd, s.addr, s.length, kAccessLocalWrite, &p) !=
+            iwarp::AccessResult::kOk)
+      return -EACCES;
+  }
+  if (srq->q.size() >= srq->depth) return -EAGAIN;
+  srq->q.push_back(wr);
+  return 0;
+}
+
+void Engine::destroy_srq(Srq* srq) {
+  std::lock_guard g(mu_);
+  std::erase_if(srqs_, [srq](const auto& p) { return p.get() == srq; });
+}
+
+Qp* Engine::create_qp(const QpInit& init) {
+  std::lock_guard g(mu_);
+  if (!init.pd || !init.send_cq || !init.recv_cq) return nullptr;
+  iwarp::QpOwner* owner = this;
+  auto qp = std::make_unique<Qp>(next_qp_++, init, &mrs_, &stats_, owner);
+  Qp* raw = qp.get();
+  qps_.emplace(raw, std::move(qp));
+  return raw;
+}
+
+void Engine::destroy_qp(Qp* qp) {
+  std::lock_guard g(mu_);
+  for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+    if (it->first->qp != qp) continue;
+    if (it->first->sc) {
+      it->first->sc->abort();
+      transport_->release(it->first->sc);
+    }
+    conns_.erase(it);
+    break;
+  }
+  std::erase_if(events_, [qp](const CmEvent& e) { return e.qp == qp; });
+  qps_.erase(qp);
+}
+
+int Engine::post_send(Qp* qp, const SendWr& wr) {
+  std::lock_guard g(mu_);
+  return qp->post_send(wr);
+}
+
+int Engine::post_recv(Qp* qp, const RecvWr& wr) {
+  std::lock_guard g(mu_);
+  return qp->post_recv(wr);
+}
+
+int Engine::poll_cq(Cq* cq, Wc* wc, int n) {
+  std::lock_guard g(mu_);
+  return cq->poll(wc, n);
+}
+
+Stats Engine::stats() {
+  std::lock_guard g(mu_);
+  return stats_;
+}
+
+// All transport calls happen under the engine lock (transports are not
+// thread-safe); waiting happens outside it, on the transport's wait fd, so
+// other threads can post meanwhile. Transports without one are busy-polled.
+int Engine::progress(int timeout_us) {
+  auto once = [this] {
+    std::lock_guard g(mu_);
+    int n = transport_->poll(*this, 0);
+    check_timeouts();
+    return n;
+  };
+  int n = once();
+  if (n > 0 || timeout_us == 0) return n;
+  // Wait in slices so MPA timeouts are noticed even when blocking forever.
+  constexpr int kSliceMs = 100;
+  int ms = timeout_us < 0 ? kSliceMs : std::min(kSliceMs, (timeout_us + 999) / 1000);
+  if (int fd = transport_->wait_fd(); fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, ms);
+    return once();
+  }
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while ((n = once()) == 0 && std::chrono::steady_clock::now() < until) {
+  }
+  return n;
+}
+
+}  // namespace softrdma

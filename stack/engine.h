@@ -1,0 +1,157 @@
+// The SoftRDMA engine: the only header prov/, the tools and the tests need.
+//
+// An Engine owns one transport (kernel TCP or lwIP on DPDK), the memory
+// region table, CQs, QPs and the connection manager. Every public method is
+// thread-safe (one engine lock); progress() drives all I/O and may be called
+// from the application's thread (run to completion) or a dedicated one.
+//
+//   Engine e;                         // transport from FI_SOFTRDMA_TRANSPORT
+//   auto* pd = e.alloc_pd();
+//   auto* mr = e.reg_mr(pd, buf, len, kAccessLocalWrite | kAccessRemoteWrite);
+//   auto* cq = e.create_cq(256);
+//   auto* qp = e.create_qp({.pd = pd, .send_cq = cq, .recv_cq = cq});
+//   e.connect(qp, peer, pdata, n);    // CM events via poll_cm()
+//   e.post_send(qp, wr);  e.progress(0);  e.poll_cq(cq, wc, 16);
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stack/iwarp/cq.h"
+#include "stack/iwarp/mem.h"
+#include "stack/iwarp/mpa.h"
+#include "stack/iwarp/qp.h"
+#include "stack/net/transport.h"
+#include "stack/verbs.h"
+
+namespace softrdma {
+
+using iwarp::Cq;
+using iwarp::Mr;
+using iwarp::Pd;
+using iwarp::Qp;
+using iwarp::QpInit;
+using iwarp::Srq;
+using iwarp::Stats;
+using net::Listener;
+
+struct EngineConfig {
+  std::string transport = "kernel";  // "kernel" (TCP sockets)
+  bool crc = true;          // ask for MPA CRCs (used if either side asks)
+  bool markers = false;     // ask the peer to insert MPA markers
+  uint8_t mpa_rev = iwarp::kMpaRev2;
+  iwarp::Rtr rtr = iwarp::Rtr::kWrite;  // RTR kind we offer (rev 2); kNone: no p2p
+  int mpa_timeout_ms = 5000;
+
+  // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR.
+  static EngineConfig from_env();
+};
+
+// The connection manager's events (rdma_cm's, reduced to what iWARP has).
+enum class CmEventType : uint8_t {
+  kConnectRequest,  // passive: a peer's MPA Request arrived; accept or reject it
+  kEstablished,     // RDMA mode: both sides may post
+  kRejected,        // active: the peer rejected (private_data is its reason)
+  kUnreachable,     // active: no connection (refused, timed out, bad MPA reply)
+  kDisconnected,    // the stream ended: peer closed, Terminate, or error
+};
+const char* to_string(CmEventType t);
+
+struct ConnReq;  // a pending passive connection, named in kConnectRequest
+
+struct CmEvent {
+  CmEventType type{};
+  Qp* qp = nullptr;              // the QP concerned (not for kConnectRequest)
+  Listener* listener = nullptr;  // kConnectRequest: where it arrived
+  ConnReq* req = nullptr;        // kConnectRequest: pass to accept()/reject()
+  int status = 0;                // 0 or -errno
+  uint32_t term = 0;             // kDisconnected by Terminate: TermCause::packed()
+  sockaddr_in peer{};
+  uint16_t peer_ird = 0, peer_ord = 0;
+  std::vector<uint8_t> private_data;
+};
+
+class Engine : private net::TransportEvents, private iwarp::QpOwner {
+ public:
+  explicit Engine(const EngineConfig& cfg = EngineConfig::from_env());
+  Engine(const EngineConfig& cfg, std::unique_ptr<net::Transport> transport);
+  ~Engine() override;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const { return cfg_; }
+  const char* transport_name() const { return transport_->name(); }
+
+  // --- verbs ---
+  Pd* alloc_pd();
+  Mr* reg_mr(Pd* pd, void* addr, uint64_t len, uint32_t access);
+  int dereg_mr(uint32_t stag);
+  Cq* create_cq(uint32_t depth);
+  void destroy_cq(Cq* cq);
+  Srq* create_srq(Pd* pd, uint32_t depth);
+  int post_srq_recv(Srq* srq, const RecvWr& wr);
+  void destroy_srq(Srq* srq);
+  Qp* create_qp(const QpInit& init);
+  void destroy_qp(Qp* qp);  // aborts its stream, drops its pending CM events
+  int post_send(Qp* qp, const SendWr& wr);
+  int post_recv(Qp* qp, const RecvWr& wr);
+  int poll_cq(Cq* cq, Wc* wc, int n);
+
+  // --- connection manager ---
+  int listen(const sockaddr_in& addr, int backlog, Listener** out);
+  sockaddr_in listen_addr(Listener* l);
+  void close_listener(Listener* l);
+  int connect(Qp* qp, const sockaddr_in& peer, const void* pdata, size_t len);
+  int accept(ConnReq* req, Qp* qp, const void* pdata, size_t len);
+  int reject(ConnReq* req, const void* pdata, size_t len);
+  int disconnect(Qp* qp);
+  bool poll_cm(CmEvent* ev);
+  static constexpr size_t kMaxPrivateData =
+      iwarp::kMpaMaxPrivateData - sizeof(iwarp::MpaV2Params);
+
+  // --- progress ---
+  // Runs I/O and timers; waits up to timeout_us (-1: until something happens)
+  // when there is nothing to do. Returns events handled.
+  int progress(int timeout_us);
+  Stats stats();
+
+ private:
+  // net::TransportEvents
+  void on_accept(Listener* l, net::StreamConn* c) override;
+  void on_connected(net::StreamConn* c, int err) override;
+  void on_readable(net::StreamConn* c) override;
+  void on_writable(net::StreamConn* c) override;
+  void on_closed(net::StreamConn* c, int err) override;
+  // iwarp::QpOwner
+  void on_qp_error(Qp* qp) override;
+  void on_qp_ready(Qp* qp) override;
+
+  // engine_cm.cc internals
+  iwarp::MpaParams our_params(const Qp* qp, const void* pdata, size_t len) const;
+  void mpa_input(ConnReq* c);
+  void drop_conn(ConnReq* c);
+  void check_timeouts();
+  void emit(CmEvent ev);
+
+  EngineConfig cfg_;
+  std::unique_ptr<net::Transport> transport_;
+  std::mutex mu_;
+  iwarp::MrTable mrs_;
+  Stats stats_;
+  std::vector<std::unique_ptr<Pd>> pds_;
+  std::vector<std::unique_ptr<Cq>> cqs_;
+  std::vector<std::unique_ptr<Srq>> srqs_;
+  std::unordered_map<Qp*, std::unique_ptr<Qp>> qps_;
+  std::unordered_map<ConnReq*, std::unique_ptr<ConnReq>> conns_;
+  std::deque<CmEvent> events_;
+  uint32_t next_qp_ = 1;
+};
+
+}  // namespace softrdma

@@ -1,0 +1,38 @@
+// Completion queue: a fixed ring of work completions. When it is full the
+// completion that does not fit is kept aside and the CQ reports overrun
+// (like an RNIC's CQ overflow async error) instead of dropping silently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "stack/verbs.h"
+
+namespace softrdma::iwarp {
+
+class Cq {
+ public:
+  explicit Cq(uint32_t depth) : ring_(depth ? depth : 1) {}
+
+  void push(const Wc& wc);
+  // Moves up to n completions into out; returns how many.
+  int poll(Wc* out, int n);
+  size_t size() const { return count_ + spill_.size(); }
+  uint32_t depth() const { return static_cast<uint32_t>(ring_.size()); }
+  // True once a completion did not fit the ring (it is kept, not lost).
+  bool overrun() const { return overrun_; }
+
+  // Called after each push (the provider hangs its wait-object signal here).
+  std::function<void()> on_push;
+  void* user = nullptr;
+
+ private:
+  std::vector<Wc> ring_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+  std::vector<Wc> spill_;  // completions past depth, delivered after the ring
+  bool overrun_ = false;
+};
+
+}  // namespace softrdma::iwarp

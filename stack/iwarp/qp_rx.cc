@@ -1,0 +1,537 @@
+// Receive, top to bottom: transport views → markers stripped (RFC 5044 §5)
+// → FPDU header collected → checks (DDP RFC 5041 §7, RDMAP RFC 5040 §7)
+// → payload placed straight from the transport's buffer into registered
+// memory or the posted receive (the one copy) → pad and CRC checked →
+// message effects and completions.
+//
+// Every check runs on the header, before any payload octet is placed, so a
+// bad STag, bounds, right, queue or length never touches memory. Payload is
+// placed before its FPDU's CRC is checked; a CRC failure then terminates the
+// stream and the message is never completed, so no bad data is delivered as
+// good.
+#include <algorithm>
+#include <cstring>
+
+#include "stack/common/crc32c.h"
+#include "stack/iwarp/qp.h"
+
+namespace softrdma::iwarp {
+
+namespace {
+
+constexpr uint8_t u8(auto v) { return static_cast<uint8_t>(v); }
+
+// The untagged queue each untagged opcode must arrive on.
+uint32_t expected_qn(RdmapOpcode op) {
+  switch (op) {
+    case RdmapOpcode::kRdmaReadReq: return kQnReadReq;
+    case RdmapOpcode::kTerminate: return kQnTerminate;
+    case RdmapOpcode::kAtomicReq: return kQnAtomicReq;
+    case RdmapOpcode::kAtomicResp: return kQnAtomicResp;
+    default: return kQnSend;
+  }
+}
+
+// Fixed payload sizes of the control messages (0: variable).
+size_t ctrl_size(RdmapOpcode op) {
+  switch (op) {
+    case RdmapOpcode::kRdmaReadReq: return sizeof(ReadReqPayload);
+    case RdmapOpcode::kAtomicReq: return sizeof(AtomicReqPayload);
+    case RdmapOpcode::kAtomicResp: return sizeof(AtomicRespPayload);
+    case RdmapOpcode::kImmData:
+    case RdmapOpcode::kImmDataSe: return sizeof(ImmDataPayload);
+    default: return 0;
+  }
+}
+
+bool is_imm(RdmapOpcode op) { return op == RdmapOpcode::kImmData || op == RdmapOpcode::kImmDataSe; }
+
+}  // namespace
+
+void Qp::rx_progress() {
+  if (!conn_) return;
+  net::RxView views[8];
+  for (;;) {
+    size_t nv = conn_->rx_peek(views, 8);
+    if (nv == 0) break;
+    size_t used = 0;
+    bool stop = false;
+    for (size_t i = 0; i < nv && !stop; ++i) {
+      size_t off = 0;
+      while (off < views[i].len) {
+        if (rx_stage_ == RxStage::kDead) {  // discard what follows an error
+          off = views[i].len;
+          break;
+        }
+        off += rx_chunk(views[i].data + off, views[i].len - off);
+      }
+      used += off;
+    }
+    conn_->rx_consume(used);
+    if (!conn_) break;
+  }
+  tx_progress();  // read responses, atomics and RTR-gated sends may now go
+}
+
+// Feeds up to n stream octets to the FPDU machine; returns octets used (>0).
+size_t Qp::rx_chunk(const uint8_t* p, size_t n) {
+  if (mpa_.rx_markers) {
+    if (rx_marker_have_ > 0 || rx_pos_ % kMpaMarkerInterval == 0) return rx_marker(p, n);
+    n = std::min<size_t>(n, kMpaMarkerInterval - rx_pos_ % kMpaMarkerInterval);
+  }
+  size_t take = 0;
+  switch (rx_stage_) {
+    case RxStage::kHdr:
+      take = std::min(n, rx_hdr_need_ - rx_hdr_have_);
+      std::memcpy(rx_hdr_ + rx_hdr_have_, p, take);
+      rx_crc_ = crc32c_update(rx_crc_, p, take);
+      rx_hdr_have_ += take;
+      rx_pos_ += take;
+      if (rx_hdr_have_ == rx_hdr_need_) {
+        if (rx_hdr_need_ == sizeof(Ctrl)) {
+          rx_hdr_need_ = hdr_len(reinterpret_cast<Ctrl*>(rx_hdr_)->tagged());
+        } else {
+          rx_header_done();
+        }
+      }
+      return take;
+    case RxStage::kPayload:
+      take = static_cast<size_t>(std::min<uint64_t>(n, rx_payload_len_ - rx_payload_done_));
+      rx_place(p, take);
+      rx_crc_ = crc32c_update(rx_crc_, p, take);
+      rx_payload_done_ += take;
+      rx_pos_ += take;
+      if (rx_payload_done_ == rx_payload_len_) rx_stage_ = RxStage::kTrailer;
+      return take;
+    case RxStage::kTrailer: {
+      take = std::min(n, rx_trailer_need_ - rx_trailer_have_);
+      std::memcpy(rx_trailer_ + rx_trailer_have_, p, take);
+      // Pad octets are under the CRC; the CRC field itself is not.
+      size_t pad = rx_trailer_need_ - kMpaCrcSize;
+      if (rx_trailer_have_ < pad) {
+        size_t crc_part = std::min(take, pad - rx_trailer_have_);
+        rx_crc_ = crc32c_update(rx_crc_, p, crc_part);
+      }
+      rx_trailer_have_ += take;
+      rx_pos_ += take;
+      if (rx_trailer_have_ == rx_trailer_need_) rx_fpdu_done();
+      return take;
+    }
+    case RxStage::kDead:
+      return n;
+  }
+  return n;
+}
+
+// A marker: 4 octets every 512 of the stream. Counted in the CRC unless it
+// sits inside the CRC field; its FPDUPTR must point at this FPDU's start.
+size_t Qp::rx_marker(const uint8_t* p, size_t n) {
+  size_t take = std::min(n, kMpaMarkerSize - rx_marker_have_);
+  std::memcpy(rx_marker_ + rx_marker_have_, p, take);
+  const bool in_crc_field = rx_stage_ == RxStage::kTrailer &&
+                            rx_trailer_have_ >= rx_trailer_need_ - kMpaCrcSize;
+  if (!in_crc_field) rx_crc_ = crc32c_update(rx_crc_, p, take);
+  rx_marker_have_ += take;
+  rx_pos_ += take;
+  if (rx_marker_have_ < kMpaMarkerSize) return take;
+  rx_marker_have_ = 0;
+  ++stats_->markers_rx;
+  const auto* m = reinterpret_cast<const MpaMarker*>(rx_marker_);
+  const uint64_t marker_at = rx_pos_ - kMpaMarkerSize;
+  const bool at_start = rx_stage_ == RxStage::kHdr && rx_hdr_have_ == 0;
+  const uint64_t expect = at_start ? 0 : marker_at - rx_fpdu_start_;
+  if (m->fpduptr.get() != expect) {
+    terminate({TermLayer::kLlp, 0, u8(LlpEcode::kMarker)}, false, false);
+  }
+  return take;
+}
+
+// The whole DDP/RDMAP header is in: validate it and choose where the payload
+// goes. Anything wrong terminates before a payload octet is placed.
+bool Qp::rx_header_done() {
+  const auto* c = reinterpret_cast<const Ctrl*>(rx_hdr_);
+  const bool tagged = c->tagged();
+  const size_t hdr = hdr_len(tagged);
+  const uint8_t ddp_etype = u8(tagged ? DdpEtype::kTaggedBuf : DdpEtype::kUntaggedBuf);
+  if (c->ddp_version() != kDdpVersion) {
+    uint8_t ecode = tagged ? u8(DdpTaggedEcode::kVersion) : u8(DdpUntaggedEcode::kVersion);
+    terminate({TermLayer::kDdp, ddp_etype, ecode}, true, false);
+    return false;
+  }
+  const RdmapOpcode op = static_cast<RdmapOpcode>(c->opcode());
+  const bool op_tagged = op == RdmapOpcode::kRdmaWrite || op == RdmapOpcode::kRdmaReadResp;
+  if (c->rdmap_version() != kRdmapVersion) {
+    terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteOperation), u8(RdmapEcode::kVersion)},
+              true, false);
+    return false;
+  }
+  if (c->opcode() >= kRdmapOpcodeCount || tagged != op_tagged) {
+    terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteOperation), u8(RdmapEcode::kOpcode)}, true,
+              false);
+    return false;
+  }
+  const size_t ulpdu = c->mpa_len.get();
+  if (ulpdu < hdr - kMpaLenSize) {  // shorter than its own header
+    terminate({TermLayer::kLlp, 0, u8(LlpEcode::kMarker)}, false, false);
+    return false;
+  }
+  rx_payload_len_ = ulpdu - (hdr - kMpaLenSize);
+  rx_payload_done_ = 0;
+  rx_trailer_need_ = mpa_pad(ulpdu) + kMpaCrcSize;
+  rx_trailer_have_ = 0;
+  rx_sink_ = Sink::kDiscard;
+  bool ok = tagged ? rx_check_tagged() : rx_check_untagged();
+  if (!ok) return false;
+  rx_stage_ = rx_payload_len_ ? RxStage::kPayload : RxStage::kTrailer;
+  return true;
+}
+
+bool Qp::rx_check_tagged() {
+  const auto* t = reinterpret_cast<const TaggedHdr*>(rx_hdr_);
+  const auto op = static_cast<RdmapOpcode>(t->ctrl.opcode());
+  const uint32_t stag = t->stag.get();
+  const uint64_t to = t->to.get();
+  if (op == RdmapOpcode::kRdmaWrite) {
+    if (rtr_awaited_) {
+      if (mpa_.rtr != Rtr::kWrite || rx_payload_len_ != 0) {
+        terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false);
+        return false;
+      }
+      return true;  // the RTR: nothing to place, checked done in rx_fpdu_done
+    }
+    if (rx_payload_len_ == 0) return true;  // nothing to place, nothing to check
+    AccessResult r =
+        mrs_->check(stag, init_.pd, to, rx_payload_len_, kAccessRemoteWrite, &rx_dst_);
+    if (r != AccessResult::kOk) {
+      terminate(cause_for(r, true), true, false);
+      return false;
+    }
+    rx_sink_ = Sink::kLinear;
+    return true;
+  }
+  // RDMA Read Response: must continue the oldest outstanding Read exactly.
+  if (orq_.empty() || orq_.front().atomic_id != 0 || orq_.front().sink_stag != stag ||
+      orq_.front().sink_to != to || rx_payload_len_ > orq_.front().remaining) {
+    terminate({TermLayer::kDdp, u8(DdpEtype::kTaggedBuf),
+               u8(orq_.empty() ? DdpTaggedEcode::kInvalidStag : DdpTaggedEcode::kBaseBounds)},
+              true, false);
+    return false;
+  }
+  if (rx_payload_len_ > 0) {
+    rx_dst_ = reinterpret_cast<uint8_t*>(orq_.front().sink_to);
+    rx_sink_ = Sink::kLinear;
+  }
+  return true;
+}
+
+bool Qp::rx_check_untagged() {
+  const auto* u = reinterpret_cast<const UntaggedHdr*>(rx_hdr_);
+  const auto op = static_cast<RdmapOpcode>(u->ctrl.opcode());
+  const uint32_t qn = u->qn.get(), msn = u->msn.get(), mo = u->mo.get();
+  const uint8_t etype = u8(DdpEtype::kUntaggedBuf);
+  if (qn != expected_qn(op)) {
+    terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidQn)}, true, false);
+    return false;
+  }
+  if (msn != rx_msn_[qn]) {
+    terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kMsnRange)}, true, false);
+    return false;
+  }
+  if (rtr_awaited_) {
+    // RFC 6581 §5: the first FPDU must be the RTR that was agreed.
+    bool rtr = (mpa_.rtr == Rtr::kSend && op == RdmapOpcode::kSend && rx_payload_len_ == 0) ||
+               (mpa_.rtr == Rtr::kRead && op == RdmapOpcode::kRdmaReadReq);
+    if (!rtr) {
+      terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false);
+      return false;
+    }
+  }
+  if (qn != kQnSend || is_imm(op)) {
+    // Control messages are single FPDUs of a fixed (or bounded) size.
+    size_t want = ctrl_size(op);
+    bool size_ok = want ? rx_payload_len_ == want
+                        : (rx_payload_len_ >= sizeof(TerminatePayload) &&
+                           rx_payload_len_ <= sizeof(rx_ctrl_));
+    if (mo != 0 || !u->ctrl.last() || !size_ok) {
+      terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
+      return false;
+    }
+    if (is_imm(op) && !rx_take_recv()) return false;
+    rx_sink_ = Sink::kCtrl;
+    return true;
+  }
+  if (rtr_awaited_) return true;  // zero-length Send RTR: consumes no buffer
+  // A Send: continue the message in progress or start one in a posted receive.
+  if (!rx_msg_active_) {
+    if (mo != 0) {
+      terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
+      return false;
+    }
+    if (!rx_take_recv()) return false;
+    rx_inv_stag_ = (op == RdmapOpcode::kSendInv || op == RdmapOpcode::kSendSeInv)
+                       ? u->rsvd_ulp.get()
+                       : 0;
+  } else if (mo != rx_msg_len_) {
+    terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
+    return false;
+  }
+  if (rx_msg_len_ + rx_payload_len_ > rx_wr_cap_) {
+    terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kTooLong)}, true, false);
+    return false;
+  }
+  rx_solicited_ = op == RdmapOpcode::kSendSe || op == RdmapOpcode::kSendSeInv;
+  rx_sink_ = Sink::kRecv;
+  return true;
+}
+
+// Takes the next posted receive (own RQ or shared) for a new QN 0 message.
+bool Qp::rx_take_recv() {
+  std::deque<RecvWr>& q = init_.srq ? init_.srq->q : rq_;
+  if (q.empty()) {
+    terminate({TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(DdpUntaggedEcode::kNoBuffer)},
+              true, false);
+    return false;
+  }
+  rx_wr_ = q.front();
+  q.pop_front();
+  rx_msg_active_ = true;
+  rx_msg_len_ = 0;
+  rx_sge_ = 0;
+  rx_sge_off_ = 0;
+  rx_wr_cap_ = 0;
+  for (int i = 0; i < rx_wr_.num_sge; ++i) rx_wr_cap_ += rx_wr_.sg_list[i].length;
+  return true;
+}
+
+// The one copy: transport buffer → destination.
+void Qp::rx_place(const uint8_t* p, size_t n) {
+  switch (rx_sink_) {
+    case Sink::kDiscard:
+      return;
+    case Sink::kCtrl:
+      std::memcpy(rx_ctrl_ + rx_payload_done_, p, n);
+      return;
+    case Sink::kLinear:
+      std::memcpy(rx_dst_ + rx_payload_done_, p, n);
+      break;
+    case Sink::kRecv:
+      for (size_t left = n; left > 0;) {
+        const Sge& s = rx_wr_.sg_list[rx_sge_];
+        size_t take = static_cast<size_t>(std::min<uint64_t>(left, s.length - rx_sge_off_));
+        std::memcpy(reinterpret_cast<uint8_t*>(s.addr + rx_sge_off_), p, take);
+        p += take;
+        left -= take;
+        rx_sge_off_ += take;
+        if (rx_sge_off_ == s.length) {
+          ++rx_sge_;
+          rx_sge_off_ = 0;
+        }
+      }
+      break;
+  }
+  stats_->rx_copy_bytes += n;
+  stats_->payload_rx += n;
+}
+
+// Pad and CRC are in: verify, then apply the FPDU's effects.
+void Qp::rx_fpdu_done() {
+  if (mpa_.crc) {
+    const uint8_t* c = rx_trailer_ + (rx_trailer_need_ - kMpaCrcSize);
+    uint32_t got = uint32_t{c[0]} | (uint32_t{c[1]} << 8) | (uint32_t{c[2]} << 16) |
+                   (uint32_t{c[3]} << 24);
+    if (got != crc32c_final(rx_crc_)) {
+      ++stats_->crc_errors;
+      terminate({TermLayer::kLlp, 0, u8(LlpEcode::kCrc)}, false, false);
+      return;
+    }
+  }
+  ++stats_->fpdus_rx;
+  const auto* c = reinterpret_cast<const Ctrl*>(rx_hdr_);
+  const auto op = static_cast<RdmapOpcode>(c->opcode());
+  const uint64_t len = rx_payload_len_;
+  // Reset for the next FPDU before effects, which may terminate.
+  rx_stage_ = RxStage::kHdr;
+  rx_hdr_have_ = 0;
+  rx_hdr_need_ = sizeof(Ctrl);
+  rx_crc_ = kCrc32cInit;
+  rx_fpdu_start_ = rx_pos_;
+
+  if (rtr_awaited_) {  // the RTR (checked at its header): now we may talk
+    rtr_awaited_ = false;
+    if (!c->tagged()) ++rx_msn_[reinterpret_cast<const UntaggedHdr*>(rx_hdr_)->qn.get()];
+    if (op == RdmapOpcode::kRdmaReadReq) rx_read_request();
+    if (owner_) owner_->on_qp_ready(this);
+    return;
+  }
+  switch (op) {
+    case RdmapOpcode::kRdmaWrite:
+      return;
+    case RdmapOpcode::kRdmaReadResp: {
+      OrqEntry& o = orq_.front();
+      o.sink_to += len;
+      o.remaining -= len;
+      if (c->last() != (o.remaining == 0)) {
+        terminate({TermLayer::kDdp, u8(DdpEtype::kTaggedBuf), u8(DdpTaggedEcode::kBaseBounds)},
+                  true, false);
+        return;
+      }
+      if (!c->last()) return;
+      if (o.last_piece) {
+        --orq_wrs_;
+        if (o.signaled) {
+          init_.send_cq->push(Wc{.wr_id = o.wr_id, .status = WcStatus::kSuccess,
+                                 .opcode = WcOpcode::kRead,
+                                 .byte_len = static_cast<uint32_t>(o.wr_bytes), .qp_num = num_});
+        }
+      }
+      orq_.pop_front();
+      return;
+    }
+    default:
+      break;
+  }
+  const uint32_t qn = reinterpret_cast<const UntaggedHdr*>(rx_hdr_)->qn.get();
+  if (qn == kQnSend && !is_imm(op)) {
+    rx_msg_len_ += len;
+    if (!c->last()) return;
+    ++rx_msn_[kQnSend];
+    rx_recv_complete(false);
+    return;
+  }
+  ++rx_msn_[qn];
+  rx_ctrl_message();
+}
+
+void Qp::rx_ctrl_message() {
+  const auto op = static_cast<RdmapOpcode>(reinterpret_cast<const Ctrl*>(rx_hdr_)->opcode());
+  switch (op) {
+    case RdmapOpcode::kRdmaReadReq: return rx_read_request();
+    case RdmapOpcode::kAtomicReq: return rx_atomic_request();
+    case RdmapOpcode::kAtomicResp: return rx_atomic_response();
+    case RdmapOpcode::kTerminate: return rx_terminate();
+    case RdmapOpcode::kImmData:
+    case RdmapOpcode::kImmDataSe:
+      rx_solicited_ = op == RdmapOpcode::kImmDataSe;
+      return rx_recv_complete(true);
+    default:
+      return;
+  }
+}
+
+// A message on QN 0 is complete: its receive completes (RFC 5040 §5.3).
+void Qp::rx_recv_complete(bool imm) {
+  Wc wc{.wr_id = rx_wr_.wr_id, .status = WcStatus::kSuccess,
+        .opcode = imm ? WcOpcode::kRecvRdmaImm : WcOpcode::kRecv,
+        .byte_len = imm ? 0 : static_cast<uint32_t>(rx_msg_len_), .qp_num = num_};
+  if (rx_solicited_) wc.flags |= kWcSolicited;
+  if (imm) {
+    wc.flags |= kWcWithImm;
+    wc.imm_data = reinterpret_cast<const ImmDataPayload*>(rx_ctrl_)->data.get();
+  }
+  rx_msg_active_ = false;
+  if (rx_inv_stag_) {
+    AccessResult r = mrs_->invalidate(rx_inv_stag_, init_.pd);
+    uint32_t stag = rx_inv_stag_;
+    rx_inv_stag_ = 0;
+    if (r != AccessResult::kOk) {
+      rx_msg_active_ = true;  // the receive fails with the stream
+      terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteProtection),
+                 u8(RdmapEcode::kCannotInvalidate)},
+                false, false);
+      return;
+    }
+    wc.flags |= kWcWithInv;
+    wc.invalidated_stag = stag;
+  }
+  init_.recv_cq->push(wc);
+}
+
+void Qp::rx_read_request() {
+  const auto* rr = reinterpret_cast<const ReadReqPayload*>(rx_ctrl_);
+  if (irq_.size() >= mpa_.ird) {  // more Reads outstanding than we granted
+    terminate({TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(DdpUntaggedEcode::kNoBuffer)},
+              true, true);
+    return;
+  }
+  const uint32_t size = rr->read_size.get();
+  if (size > 0) {
+    uint8_t* p;
+    AccessResult r = mrs_->check(rr->src_stag.get(), init_.pd, rr->src_to.get(), size,
+                                 kAccessRemoteRead, &p);
+    if (r != AccessResult::kOk) {
+      terminate(cause_for(r, false), true, true);
+      return;
+    }
+  }
+  irq_.push_back(IrqEntry{.atomic = false, .sink_stag = rr->sink_stag.get(),
+                          .sink_to = rr->sink_to.get(), .src_stag = rr->src_stag.get(),
+                          .src_to = rr->src_to.get(), .len = size, .sent = 0, .atomic_id = 0,
+                          .orig = 0});
+}
+
+// RFC 7306 atomics: executed here, on arrival, with the CPU's own atomic
+// instructions so that local threads touching the word see them whole.
+void Qp::rx_atomic_request() {
+  const auto* a = reinterpret_cast<const AtomicReqPayload*>(rx_ctrl_);
+  if (irq_.size() >= mpa_.ird) {
+    terminate({TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(DdpUntaggedEcode::kNoBuffer)},
+              true, false);
+    return;
+  }
+  const uint64_t to = a->remote_to.get();
+  uint8_t* p;
+  AccessResult r = mrs_->check(a->remote_stag.get(), init_.pd, to, 8, kAccessRemoteAtomic, &p);
+  if (r == AccessResult::kOk && (to & 7)) r = AccessResult::kBaseBounds;  // must be aligned
+  const uint32_t aop = a->opcode.get() & 0xf;
+  if (r == AccessResult::kOk && aop > static_cast<uint32_t>(AtomicOpcode::kCompareSwap)) {
+    terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteOperation), u8(RdmapEcode::kOpcode)},
+              true, false);
+    return;
+  }
+  if (r != AccessResult::kOk) {
+    terminate(cause_for(r, false), true, false);
+    return;
+  }
+  auto* word = reinterpret_cast<uint64_t*>(p);
+  const uint64_t data = a->add_swap.get(), mask = a->add_swap_mask.get();
+  uint64_t orig;
+  if (aop == static_cast<uint32_t>(AtomicOpcode::kFetchAdd)) {
+    orig = __atomic_fetch_add(word, data, __ATOMIC_SEQ_CST);
+  } else {
+    const uint64_t cmp = a->compare.get(), cmp_mask = a->compare_mask.get();
+    const bool always = aop == static_cast<uint32_t>(AtomicOpcode::kSwap);
+    orig = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+    for (;;) {
+      if (!always && ((orig ^ cmp) & cmp_mask)) break;
+      uint64_t next = (orig & ~mask) | (data & mask);
+      if (__atomic_compare_exchange_n(word, &orig, next, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST))
+        break;
+    }
+  }
+  irq_.push_back(IrqEntry{.atomic = true, .sink_stag = 0, .sink_to = 0, .src_stag = 0,
+                          .src_to = 0, .len = 0, .sent = 0, .atomic_id = a->req_id.get(),
+                          .orig = orig});
+}
+
+void Qp::rx_atomic_response() {
+  const auto* a = reinterpret_cast<const AtomicRespPayload*>(rx_ctrl_);
+  if (orq_.empty() || orq_.front().atomic_id == 0 || orq_.front().atomic_id != a->req_id.get()) {
+    terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteOperation), u8(RdmapEcode::kOpcode)},
+              true, false);
+    return;
+  }
+  OrqEntry o = orq_.front();
+  orq_.pop_front();
+  --orq_wrs_;
+  uint64_t v = a->orig_value.get();
+  std::memcpy(reinterpret_cast<void*>(o.result_addr), &v, sizeof(v));
+  if (o.signaled) {
+    init_.send_cq->push(Wc{.wr_id = o.wr_id, .status = WcStatus::kSuccess,
+                           .opcode = o.opcode == WrOpcode::kAtomicCmpSwap ? WcOpcode::kCmpSwap
+                                                                          : WcOpcode::kFetchAdd,
+                           .byte_len = 8, .qp_num = num_});
+  }
+}
+
+}  // namespace softrdma::iwarp

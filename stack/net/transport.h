@@ -1,0 +1,109 @@
+// The byte-stream transport the iWARP layers run on (the LLP of RFC 5044).
+//
+// Two implementations plug in here: kernel TCP sockets (kernel_tcp.cc, the
+// fallback and yardstick) and lwIP on DPDK (the product). The iWARP engine
+// never sees which one it runs on.
+//
+// Receive is zero-copy at this boundary: the transport owns its receive
+// buffers (a socket ring, or NIC mbufs under lwIP pbufs) and lends read-only
+// views of them; the engine places payload straight from those views into
+// registered memory, then says how much it consumed. Transmit takes a gather
+// list and accepts it whole or not at all, so the engine never tracks
+// partially written FPDUs; the transport keeps the tail if the wire is busy.
+//
+// Calls are made with batch granularity (one peek/consume per readiness
+// event, one send per FPDU), so the virtual dispatch is off the per-byte path.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace softrdma::net {
+
+struct RxView {
+  const uint8_t* data;
+  size_t len;
+};
+
+class StreamConn {
+ public:
+  virtual ~StreamConn() = default;
+
+  // Up to max views of received, not yet consumed bytes, in stream order.
+  // Returns the number of views filled (0: nothing buffered).
+  virtual size_t rx_peek(RxView* views, size_t max) = 0;
+  // Releases the first n bytes of what rx_peek showed.
+  virtual void rx_consume(size_t n) = 0;
+
+  // Bytes tx_send would accept now. FPDUs are built only when they fit.
+  virtual size_t tx_space() const = 0;
+  // Queues all bytes of iov (total bytes) or none: 0, or -EAGAIN when
+  // tx_space() < total, or a negative errno when the stream is broken.
+  // The caller's memory may be reused as soon as it returns.
+  virtual int tx_send(const iovec* iov, int cnt, size_t total) = 0;
+  // Pushes queued bytes to the wire now (transports may batch until then).
+  virtual void tx_flush() = 0;
+
+  // Largest FPDU (all headers, payload, pad and CRC) that fits one segment.
+  virtual size_t max_fpdu() const = 0;
+
+  // Graceful close after queued bytes drain; abort() resets at once.
+  virtual void close() = 0;
+  virtual void abort() = 0;
+
+  virtual sockaddr_in local_addr() const = 0;
+  virtual sockaddr_in peer_addr() const = 0;
+
+  void* owner = nullptr;  // the engine's object for this stream
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  virtual sockaddr_in addr() const = 0;  // bound address and real port
+  void* owner = nullptr;
+};
+
+// Readiness callbacks, made from inside Transport::poll on the polling thread.
+class TransportEvents {
+ public:
+  virtual ~TransportEvents() = default;
+  virtual void on_accept(Listener* l, StreamConn* c) = 0;
+  virtual void on_connected(StreamConn* c, int err) = 0;  // err: 0 or -errno
+  virtual void on_readable(StreamConn* c) = 0;
+  virtual void on_writable(StreamConn* c) = 0;
+  // The stream is gone (peer closed, reset, error). err is 0 for an orderly
+  // close by the peer. The connection object stays valid until release().
+  virtual void on_closed(StreamConn* c, int err) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Listen on addr (port 0: pick one). Returns 0 or -errno.
+  virtual int listen(const sockaddr_in& addr, int backlog, Listener** out) = 0;
+  virtual void close_listener(Listener* l) = 0;
+  // Starts a connection; on_connected reports the outcome.
+  virtual int connect(const sockaddr_in& peer, StreamConn** out) = 0;
+  // Frees a connection object after close()/abort(); no callbacks follow.
+  virtual void release(StreamConn* c) = 0;
+
+  // Runs I/O: waits up to timeout_us (0: just poll, -1: block) for events
+  // and dispatches them. Returns the number of events handled or -errno.
+  virtual int poll(TransportEvents& ev, int timeout_us) = 0;
+  // Wakes a poll() blocked in another thread.
+  virtual void wake() = 0;
+  // A file descriptor that polls readable when poll() has work (-1: none,
+  // the transport must be busy-polled, as DPDK ports are).
+  virtual int wait_fd() const { return -1; }
+};
+
+std::unique_ptr<Transport> make_kernel_tcp_transport();
+
+}  // namespace softrdma::net
