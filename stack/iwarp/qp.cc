@@ -176,7 +176,9 @@ void Qp::on_stream_closed(int err) {
   stream_err_ = err;
   if (state_ == QpState::kRts || state_ == QpState::kTerminate) {
     // A Terminate already explains the error; otherwise the stream was lost.
-    WcStatus st = term_rx_valid_ ? status_for(term_rx_) : WcStatus::kFatalErr;
+    WcStatus st = term_rx_valid_ ? status_for(term_rx_)
+                  : err == 0     ? WcStatus::kWrFlushErr  // orderly close by the peer
+                                 : WcStatus::kFatalErr;
     to_error(st, term_rx_valid_ ? term_rx_.packed() : static_cast<uint32_t>(-err));
   }
 }

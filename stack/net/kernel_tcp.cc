@@ -14,6 +14,8 @@
 //    release() after close() with bytes still in the backlog keeps the socket
 //    alive, without callbacks, until the backlog is written, then shuts it.
 //  - The peer's FIN (on_closed 0) does not stop transmission: TCP half-close.
+//  - Destroying the transport closes every socket at once; backlog bytes that
+//    lingering connections had not written yet are dropped.
 
 #include "stack/net/kernel_tcp.h"
 
@@ -201,6 +203,7 @@ class KernelTcpTransport final : public Transport {
   void release(StreamConn* c) override;
   int poll(TransportEvents& ev, int timeout_us) override;
   void wake() override;
+  int wait_fd() const override { return epfd_; }
 
   // For connections and listeners.
   int epoll_set(PollItem* item, int fd, uint32_t old_events, uint32_t new_events);
@@ -219,7 +222,7 @@ class KernelTcpTransport final : public Transport {
   int poll_depth_ = 0;
   std::unordered_map<StreamConn*, std::unique_ptr<TcpConn>> conns_;
   std::unordered_map<Listener*, std::unique_ptr<TcpListener>> listeners_;
-  std::vector<TcpConn*> pending_;                    // conns with a deliver_pending due
+  std::vector<TcpConn*> pending_;                     // conns with a deliver_pending due
   std::vector<std::unique_ptr<PollItem>> graveyard_;  // freed when poll() returns
 };
 
@@ -610,8 +613,8 @@ void TcpListener::handle_events(uint32_t /*events*/, TransportEvents& ev) {
     if (fd < 0) {
       // accept(2): errors of the aborted connection itself; try the next one.
       if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == ENETDOWN ||
-          errno == ENOPROTOOPT || errno == EHOSTDOWN || errno == ENONET ||
-          errno == EHOSTUNREACH || errno == ENETUNREACH) {
+          errno == ENOPROTOOPT || errno == EHOSTDOWN || errno == ENONET || errno == EHOSTUNREACH ||
+          errno == ENETUNREACH) {
         continue;
       }
       return;  // drained, or out of fds/memory: retry on the next report

@@ -112,7 +112,8 @@ class KernelTcpTest : public ::testing::Test {
   void connect_pair() {
     ASSERT_EQ(t_->listen(loopback(0), 16, &listener_), 0);
     ASSERT_EQ(t_->connect(listener_->addr(), &client_), 0);
-    ASSERT_TRUE(poll_until([&] { return rec_.connected.contains(client_) && !rec_.accepted.empty(); }));
+    ASSERT_TRUE(
+        poll_until([&] { return rec_.connected.contains(client_) && !rec_.accepted.empty(); }));
     ASSERT_EQ(rec_.connected[client_], 0);
     server_ = rec_.accepted.front();
   }
