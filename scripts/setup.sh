@@ -15,6 +15,21 @@ PKGS=(
   python3
 )
 
+# Debian's source archive, for `apt-get source lwip` (lwIP is built from its
+# Debian source package with our own lwipopts.h; see stack/net/lwip/).
+SRC_LIST=/etc/apt/sources.list.d/softrdma-src.sources
+need_update=0
+if [[ ! -f $SRC_LIST && $(id -u) -eq 0 ]]; then
+  cat > "$SRC_LIST" <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  need_update=1
+fi
+
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,6 +41,8 @@ if ((${#missing[@]})); then
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  need_update=0
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+if ((need_update)); then apt-get update -qq; fi
 echo "setup.sh: all packages present"

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 namespace softrdma::iwarp {
@@ -56,7 +57,8 @@ class MrTable {
 
  private:
   static constexpr uint32_t kKeyBits = 8;
-  std::vector<Mr> slots_{1};          // slot 0 unused: STag index 0 is never handed out
+  // A deque: Mr pointers handed out stay valid while the table grows.
+  std::deque<Mr> slots_{1};           // slot 0 unused: STag index 0 is never handed out
   std::vector<uint32_t> free_;
   size_t live_ = 0;
 };

@@ -44,6 +44,18 @@ size_t ctrl_size(RdmapOpcode op) {
   }
 }
 
+// Masked Fetch-Add (RFC 7306 §5.2.1): a set mask bit ends a field, so the
+// carry out of that bit is dropped instead of entering the next field.
+uint64_t partitioned_add(uint64_t a, uint64_t b, uint64_t field_ends) {
+  uint64_t sum = 0, carry = 0;
+  for (int i = 0; i < 64; ++i) {
+    uint64_t x = (a >> i) & 1, y = (b >> i) & 1;
+    sum |= ((x ^ y ^ carry) & 1) << i;
+    carry = ((x & y) | (x & carry) | (y & carry)) & ~((field_ends >> i) & 1);
+  }
+  return sum;
+}
+
 bool is_imm(RdmapOpcode op) { return op == RdmapOpcode::kImmData || op == RdmapOpcode::kImmDataSe; }
 
 }  // namespace
@@ -495,15 +507,16 @@ void Qp::rx_atomic_request() {
   auto* word = reinterpret_cast<uint64_t*>(p);
   const uint64_t data = a->add_swap.get(), mask = a->add_swap_mask.get();
   uint64_t orig;
-  if (aop == static_cast<uint32_t>(AtomicOpcode::kFetchAdd)) {
+  if (aop == static_cast<uint32_t>(AtomicOpcode::kFetchAdd) && mask == 0) {
     orig = __atomic_fetch_add(word, data, __ATOMIC_SEQ_CST);
   } else {
     const uint64_t cmp = a->compare.get(), cmp_mask = a->compare_mask.get();
+    const bool add = aop == static_cast<uint32_t>(AtomicOpcode::kFetchAdd);
     const bool always = aop == static_cast<uint32_t>(AtomicOpcode::kSwap);
     orig = __atomic_load_n(word, __ATOMIC_SEQ_CST);
     for (;;) {
-      if (!always && ((orig ^ cmp) & cmp_mask)) break;
-      uint64_t next = (orig & ~mask) | (data & mask);
+      if (!add && !always && ((orig ^ cmp) & cmp_mask)) break;
+      uint64_t next = add ? partitioned_add(orig, data, mask) : (orig & ~mask) | (data & mask);
       if (__atomic_compare_exchange_n(word, &orig, next, false, __ATOMIC_SEQ_CST,
                                       __ATOMIC_SEQ_CST))
         break;

@@ -194,7 +194,9 @@ bool Qp::tx_from_sq() {
       a->remote_stag.set(wr.rkey);
       a->remote_to.set(wr.remote_addr);
       a->add_swap.set(cas ? wr.swap : wr.compare_add);
-      a->add_swap_mask.set(~uint64_t{0});
+      // Fetch-Add's mask marks field ends (carries stop there): 0 is one
+      // plain 64-bit add. Swap's mask selects the bits swapped: all of them.
+      a->add_swap_mask.set(cas ? ~uint64_t{0} : 0);
       a->compare.set(cas ? wr.compare_add : 0);
       a->compare_mask.set(~uint64_t{0});
       tx_.op = RdmapOpcode::kAtomicReq;
