@@ -203,7 +203,8 @@ class Qp {
   void rx_recv_complete(bool imm);
   bool rx_take_recv();
   // terminate.cc
-  void terminate(TermCause cause, bool with_ddp_hdr, bool with_rdmap_hdr);
+  void terminate(TermCause cause, bool with_ddp_hdr, bool with_rdmap_hdr,
+                 WcStatus local = WcStatus::kWrFlushErr);
   void queue_terminate_frame(const TermCause& cause, bool with_ddp_hdr, bool with_rdmap_hdr);
   static WcStatus status_for(const TermCause& cause);
   // qp.cc
@@ -232,6 +233,7 @@ class Qp {
   TxMsg tx_;
   std::vector<uint8_t> term_frame_;   // queued Terminate FPDU payload
   TermCause term_cause_{};
+  WcStatus term_local_ = WcStatus::kWrFlushErr;
   bool term_sent_ = false;
 
   // Transmit stream position (for markers) and scratch for one FPDU.

@@ -153,7 +153,7 @@ size_t Qp::rx_marker(const uint8_t* p, size_t n) {
   const bool at_start = rx_stage_ == RxStage::kHdr && rx_hdr_have_ == 0;
   const uint64_t expect = at_start ? 0 : marker_at - rx_fpdu_start_;
   if (m->fpduptr.get() != expect) {
-    terminate({TermLayer::kLlp, 0, u8(LlpEcode::kMarker)}, false, false);
+    terminate({TermLayer::kLlp, 0, u8(LlpEcode::kMarker)}, false, false, WcStatus::kFatalErr);
   }
   return take;
 }
@@ -183,8 +183,9 @@ bool Qp::rx_header_done() {
     return false;
   }
   const size_t ulpdu = c->mpa_len.get();
-  if (ulpdu < hdr - kMpaLenSize) {  // shorter than its own header
-    terminate({TermLayer::kLlp, 0, u8(LlpEcode::kMarker)}, false, false);
+  if (ulpdu < hdr - kMpaLenSize) {  // shorter than its own header: framing is lost
+    terminate({TermLayer::kDdp, u8(DdpEtype::kCatastrophic), 0}, false, false,
+              WcStatus::kFatalErr);
     return false;
   }
   rx_payload_len_ = ulpdu - (hdr - kMpaLenSize);
@@ -206,7 +207,8 @@ bool Qp::rx_check_tagged() {
   if (op == RdmapOpcode::kRdmaWrite) {
     if (rtr_awaited_) {
       if (mpa_.rtr != Rtr::kWrite || rx_payload_len_ != 0) {
-        terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false);
+        terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false,
+                  WcStatus::kFatalErr);
         return false;
       }
       return true;  // the RTR: nothing to place, checked done in rx_fpdu_done
@@ -226,7 +228,7 @@ bool Qp::rx_check_tagged() {
       orq_.front().sink_to != to || rx_payload_len_ > orq_.front().remaining) {
     terminate({TermLayer::kDdp, u8(DdpEtype::kTaggedBuf),
                u8(orq_.empty() ? DdpTaggedEcode::kInvalidStag : DdpTaggedEcode::kBaseBounds)},
-              true, false);
+              true, false, WcStatus::kBadRespErr);
     return false;
   }
   if (rx_payload_len_ > 0) {
@@ -254,7 +256,8 @@ bool Qp::rx_check_untagged() {
     bool rtr = (mpa_.rtr == Rtr::kSend && op == RdmapOpcode::kSend && rx_payload_len_ == 0) ||
                (mpa_.rtr == Rtr::kRead && op == RdmapOpcode::kRdmaReadReq);
     if (!rtr) {
-      terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false);
+      terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false,
+                  WcStatus::kFatalErr);
       return false;
     }
   }
@@ -265,6 +268,10 @@ bool Qp::rx_check_untagged() {
                         : (rx_payload_len_ >= sizeof(TerminatePayload) &&
                            rx_payload_len_ <= sizeof(rx_ctrl_));
     if (mo != 0 || !u->ctrl.last() || !size_ok) {
+      terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
+      return false;
+    }
+    if (is_imm(op) && rx_msg_active_) {  // a new message inside an unfinished Send
       terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
       return false;
     }
@@ -288,7 +295,8 @@ bool Qp::rx_check_untagged() {
     return false;
   }
   if (rx_msg_len_ + rx_payload_len_ > rx_wr_cap_) {
-    terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kTooLong)}, true, false);
+    terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kTooLong)}, true, false,
+              WcStatus::kLocLenErr);
     return false;
   }
   rx_solicited_ = op == RdmapOpcode::kSendSe || op == RdmapOpcode::kSendSeInv;
@@ -353,7 +361,7 @@ void Qp::rx_fpdu_done() {
                    (uint32_t{c[3]} << 24);
     if (got != crc32c_final(rx_crc_)) {
       ++stats_->crc_errors;
-      terminate({TermLayer::kLlp, 0, u8(LlpEcode::kCrc)}, false, false);
+      terminate({TermLayer::kLlp, 0, u8(LlpEcode::kCrc)}, false, false, WcStatus::kFatalErr);
       return;
     }
   }
@@ -384,7 +392,7 @@ void Qp::rx_fpdu_done() {
       o.remaining -= len;
       if (c->last() != (o.remaining == 0)) {
         terminate({TermLayer::kDdp, u8(DdpEtype::kTaggedBuf), u8(DdpTaggedEcode::kBaseBounds)},
-                  true, false);
+                  true, false, WcStatus::kBadRespErr);
         return;
       }
       if (!c->last()) return;
@@ -449,7 +457,7 @@ void Qp::rx_recv_complete(bool imm) {
       rx_msg_active_ = true;  // the receive fails with the stream
       terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteProtection),
                  u8(RdmapEcode::kCannotInvalidate)},
-                false, false);
+                false, false, WcStatus::kRemAccessErr);
       return;
     }
     wc.flags |= kWcWithInv;
@@ -531,7 +539,7 @@ void Qp::rx_atomic_response() {
   const auto* a = reinterpret_cast<const AtomicRespPayload*>(rx_ctrl_);
   if (orq_.empty() || orq_.front().atomic_id == 0 || orq_.front().atomic_id != a->req_id.get()) {
     terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteOperation), u8(RdmapEcode::kOpcode)},
-              true, false);
+              true, false, WcStatus::kBadRespErr);
     return;
   }
   OrqEntry o = orq_.front();

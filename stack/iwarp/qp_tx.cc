@@ -119,10 +119,10 @@ bool Qp::tx_from_sq() {
   const SendWr& wr = e.wr;
   if ((wr.flags & kWrFence) && e.phase == 0 && !orq_.empty()) return false;
   if (needs_response(wr.opcode)) {
-    if (mpa_.ord == 0) {  // the peer takes no reads at all
+    if (mpa_.ord == 0) {  // the peer takes no reads at all: fail it, go on
       sq_complete(e, WcStatus::kLocQpOpErr);
       sq_.pop_front();
-      return false;
+      return !sq_.empty() && tx_from_sq();
     }
     if (orq_.size() >= mpa_.ord) return false;
   }
@@ -220,7 +220,10 @@ bool Qp::tx_fpdu() {
   const bool tagged =
       tx_.op == RdmapOpcode::kRdmaWrite || tx_.op == RdmapOpcode::kRdmaReadResp;
   const size_t hdr = hdr_len(tagged);
-  size_t max = conn_->max_fpdu();
+  // The MPA length field is 16 bits: no FPDU beyond 64 KiB, whatever the
+  // transport's segment size.
+  constexpr size_t kMaxFpdu = 65528;
+  size_t max = std::min(conn_->max_fpdu(), kMaxFpdu);
   if (mpa_.tx_markers) max -= (max / kMpaMarkerInterval + 2) * kMpaMarkerSize;
   const size_t room = max - hdr - 3 - kMpaCrcSize;
   const uint64_t chunk = std::min<uint64_t>(tx_.total - tx_.sent, room);
@@ -241,7 +244,7 @@ bool Qp::tx_fpdu() {
       tx_.active = false;
       terminate(TermCause{TermLayer::kRdmap, static_cast<uint8_t>(RdmapEtype::kRemoteProtection),
                           static_cast<uint8_t>(RdmapEcode::kInvalidStag)},
-                false, false);
+                false, false, WcStatus::kWrFlushErr);
       return true;
     }
   }
@@ -314,7 +317,7 @@ void Qp::tx_message_done() {
   switch (tx_.origin) {
     case TxMsg::Origin::kTerminate:
       term_sent_ = true;
-      to_error(status_for(term_cause_), term_cause_.packed());
+      to_error(term_local_, term_cause_.packed());
       return;
     case TxMsg::Origin::kRtr:
       if (owner_) owner_->on_qp_ready(this);

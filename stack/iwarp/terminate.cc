@@ -54,14 +54,20 @@ WcStatus Qp::status_for(const TermCause& c) {
 // Bad input from the peer: stop receiving, send a Terminate naming the
 // cause (with the offending headers where the RFC asks for them), then the
 // QP goes to error once the Terminate is on its way.
-void Qp::terminate(TermCause cause, bool with_ddp_hdr, bool with_rdmap_hdr) {
+//
+// `local` is what our own first outstanding request completes with: a
+// request of ours the error is about (a receive too short, a Read whose
+// response is wrong) gets its own status; requests the peer's error does
+// not concern are flushed.
+void Qp::terminate(TermCause cause, bool with_ddp_hdr, bool with_rdmap_hdr, WcStatus local) {
   rx_stage_ = RxStage::kDead;
   if (state_ != QpState::kRts) {
-    to_error(status_for(cause), cause.packed());
+    to_error(local, cause.packed());
     return;
   }
   state_ = QpState::kTerminate;
   term_cause_ = cause;
+  term_local_ = local;
   queue_terminate_frame(cause, with_ddp_hdr, with_rdmap_hdr);
   ++stats_->terminates_tx;
   // The Terminate goes before anything else; a message half sent is cut.
