@@ -7,7 +7,7 @@
 #
 # Usage: wire_conformance_test.sh /path/to/conformance_session
 # Exit: 0 pass, 1 fail (also when tshark, dumpcap or python3 is missing, or
-# permission on lo; ctest reports it as skipped).
+# capture on lo is not permitted: a wire that cannot be checked is a failure).
 # Environment: WIRE_CONFORMANCE_MODES (default "crc nocrc rev1"),
 # WIRE_CONFORMANCE_SESSION_TIMEOUT (s, default 90), WIRE_CONFORMANCE_KEEP=1
 # keeps the captures and reports (their temp dir is printed).
