@@ -131,6 +131,7 @@ void Engine::destroy_qp(Qp* qp) {
   std::lock_guard g(mu_);
   for (auto it = conns_.begin(); it != conns_.end(); ++it) {
     if (it->first->qp != qp) continue;
+    qp->detach_conn();
     if (it->first->sc) {
       it->first->sc->abort();
       transport_->release(it->first->sc);
@@ -139,6 +140,7 @@ void Engine::destroy_qp(Qp* qp) {
     break;
   }
   std::erase_if(events_, [qp](const CmEvent& e) { return e.qp == qp; });
+  qp->close();  // outstanding work completes, flushed, before the QP goes
   qps_.erase(qp);
 }
 

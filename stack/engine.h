@@ -120,6 +120,9 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // Runs I/O and timers; waits up to timeout_us (-1: until something happens)
   // when there is nothing to do. Returns events handled.
   int progress(int timeout_us);
+  // An fd that polls readable when progress() has I/O to do (-1: none, the
+  // transport must be busy-polled). For wait objects built on top.
+  int wait_fd() const { return transport_->wait_fd(); }
   Stats stats();
 
  private:

@@ -1,0 +1,210 @@
+// Completion queues: engine work completions become fi_cq entries in the
+// format the application chose; errors carry a libfabric code and, as
+// prov_errno, the iWARP Terminate's cause.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "prov/prov.h"
+
+namespace softrdma::prov {
+
+namespace {
+
+size_t entry_size(fi_cq_format f) {
+  switch (f) {
+    case FI_CQ_FORMAT_CONTEXT: return sizeof(fi_cq_entry);
+    case FI_CQ_FORMAT_MSG: return sizeof(fi_cq_msg_entry);
+    case FI_CQ_FORMAT_DATA: return sizeof(fi_cq_data_entry);
+    case FI_CQ_FORMAT_TAGGED: return sizeof(fi_cq_tagged_entry);
+    default: return 0;
+  }
+}
+
+// Engine completion -> CQ item (or nothing, for an unreported success).
+bool translate(const Wc& wc, CqItem* out) {
+  Op* op = reinterpret_cast<Op*>(wc.wr_id);
+  Ep* ep = op->ep;
+  fi_cq_err_entry& e = out->e;
+  e = {};
+  e.op_context = op->context;
+  e.flags = op->flags;
+  bool report = op->report;
+  if (wc.status == WcStatus::kSuccess) {
+    cntr_add(op->cntr, false);
+    if (wc.opcode == WcOpcode::kRecvRdmaImm) {  // the target of fi_writedata
+      e.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
+      e.data = wc.imm_data;
+      cntr_add(ep->rwrite_cntr, false);
+    } else if (wc.opcode == WcOpcode::kRecv) {
+      e.len = wc.byte_len;
+      e.buf = op->buf;
+    } else {
+      e.len = op->len;
+    }
+    free_op(op);
+    out->error = false;
+    return report;
+  }
+  cntr_add(op->cntr, true);
+  e.err = cq_error(wc.status);
+  e.prov_errno = static_cast<int>(wc.vendor_err);
+  if (wc.status == WcStatus::kLocLenErr) e.olen = op->len;
+  free_op(op);
+  out->error = true;
+  return true;
+}
+
+ssize_t cq_read(fid_cq* f, void* buf, size_t count) { return from_fid<Cq>(f)->read(buf, count, nullptr); }
+
+ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
+  return from_fid<Cq>(f)->read(buf, count, src);
+}
+
+ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* out, uint64_t flags) {
+  auto* cq = from_fid<Cq>(f);
+  std::lock_guard g(cq->dom->fab->mu);
+  if (cq->ready.empty() || !cq->ready.front().error) return -FI_EAGAIN;
+  *out = cq->ready.front().e;  // no provider err_data: prov_errno says it all
+  out->err_data = nullptr;
+  out->err_data_size = 0;
+  if (!(flags & FI_PEEK)) cq->ready.pop_front();
+  return 1;
+}
+
+ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void*, int timeout) {
+  auto* cq = from_fid<Cq>(f);
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+  for (;;) {
+    ssize_t n = cq->read(buf, count, src);
+    if (n != -FI_EAGAIN) return n;
+    if (timeout >= 0 && std::chrono::steady_clock::now() >= end) return -FI_EAGAIN;
+    std::lock_guard g(cq->dom->fab->mu);
+    cq->dom->fab->progress(timeout == 0 ? 0 : 1000);
+  }
+}
+
+ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeout) {
+  return cq_sreadfrom(f, buf, count, nullptr, cond, timeout);
+}
+
+int cq_signal(fid_cq* f) {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(from_fid<Cq>(f)->efd, &one, sizeof(one));
+  return 0;
+}
+
+const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) {
+  static thread_local char tmp[128];
+  if (!buf) {
+    buf = tmp;
+    len = sizeof(tmp);
+  }
+  return term_string(static_cast<uint32_t>(prov_errno), buf, len);
+}
+
+int cq_control(fid* f, int command, void* arg) {
+  auto* cq = from_fid<Cq>(f);
+  if (command == FI_GETWAIT) {
+    *static_cast<int*>(arg) = cq->epfd;
+    return 0;
+  }
+  if (command == FI_GETWAITOBJ) {
+    *static_cast<fi_wait_obj*>(arg) = FI_WAIT_FD;
+    return 0;
+  }
+  return -FI_ENOSYS;
+}
+
+int cq_close(fid* f) {
+  auto* cq = from_fid<Cq>(f);
+  {
+    std::lock_guard g(cq->dom->fab->mu);
+    cq->dom->fab->engine->destroy_cq(cq->ecq);
+  }
+  if (cq->epfd >= 0) ::close(cq->epfd);
+  if (cq->efd >= 0) ::close(cq->efd);
+  delete cq;
+  return 0;
+}
+
+fi_ops g_cq_fi_ops = {sizeof(fi_ops), cq_close, no_bind, cq_control, no_ops_open, nullptr, nullptr};
+fi_ops_cq g_cq_ops = {sizeof(fi_ops_cq), cq_read,       cq_readfrom, cq_readerr,
+                      cq_sread,          cq_sreadfrom,  cq_signal,   cq_strerror};
+
+}  // namespace
+
+void Cq::reap() {
+  Wc wcs[64];
+  int n;
+  while ((n = dom->fab->engine->poll_cq(ecq, wcs, 64)) > 0) {
+    for (int i = 0; i < n; ++i) {
+      CqItem it;
+      if (translate(wcs[i], &it)) ready.push_back(it);
+    }
+  }
+}
+
+ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
+  std::lock_guard g(dom->fab->mu);
+  if (ready.empty()) {
+    dom->fab->progress();
+    reap();
+  }
+  if (ready.empty()) {
+    uint64_t v;
+    [[maybe_unused]] ssize_t r = ::read(efd, &v, sizeof(v));  // re-arm the wait fd
+    return -FI_EAGAIN;
+  }
+  if (ready.front().error) return -FI_EAVAIL;
+  const size_t sz = entry_size(format);
+  size_t done = 0;
+  auto* out = static_cast<uint8_t*>(buf);
+  while (done < count && !ready.empty() && !ready.front().error) {
+    std::memcpy(out + done * sz, &ready.front().e, sz);
+    if (src) src[done] = FI_ADDR_NOTAVAIL;
+    ready.pop_front();
+    ++done;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
+  auto* dom = from_fid<Domain>(domain);
+  fi_cq_format format = attr ? attr->format : FI_CQ_FORMAT_UNSPEC;
+  if (format == FI_CQ_FORMAT_UNSPEC) format = FI_CQ_FORMAT_CONTEXT;
+  if (entry_size(format) == 0) return -FI_ENOSYS;
+  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+      attr->wait_obj != FI_WAIT_FD)
+    return -FI_ENOSYS;
+  auto* cq = new Cq{};
+  cq->dom = dom;
+  cq->format = format;
+  cq->fid.fid.fclass = FI_CLASS_CQ;
+  cq->fid.fid.context = context;
+  cq->fid.fid.ops = &g_cq_fi_ops;
+  cq->fid.ops = &g_cq_ops;
+  {
+    std::lock_guard g(dom->fab->mu);
+    cq->ecq = dom->fab->engine->create_cq(attr && attr->size ? static_cast<uint32_t>(attr->size) : 1024);
+  }
+  // The wait fd: readable on a new completion or on transport activity (a
+  // reader then calls fi_cq_read, which progresses).
+  cq->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  int efd = cq->efd;
+  cq->ecq->on_push = [efd] {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(efd, &one, sizeof(one));
+  };
+  cq->epfd = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{.events = EPOLLIN, .data = {}};
+  ::epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &ev);
+  if (int tfd = dom->fab->engine->wait_fd(); tfd >= 0) ::epoll_ctl(cq->epfd, EPOLL_CTL_ADD, tfd, &ev);
+  *out = &cq->fid;
+  return 0;
+}
+
+}  // namespace softrdma::prov

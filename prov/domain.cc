@@ -1,0 +1,74 @@
+// fi_domain: a protection domain of the fabric's engine. Opens CQs,
+// counters, endpoints and MRs; everything libfabric defines that an iWARP
+// MSG provider does not have answers -FI_ENOSYS.
+#include "prov/prov.h"
+
+namespace softrdma::prov {
+
+namespace {
+
+int domain_close(fid* f) {
+  auto* dom = from_fid<Domain>(f);
+  if (dom->mr_count) return -FI_EBUSY;
+  if (dom->sink) fi_close(&dom->sink->fid.fid);
+  delete dom;
+  return 0;
+}
+
+int no_av(fid_domain*, fi_av_attr*, fid_av**, void*) { return -FI_ENOSYS; }
+int no_sep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_poll(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
+int no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
+int no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_coll(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) { return -FI_ENOSYS; }
+
+// RFC 7306 gives 64-bit fetch-add and compare-swap; nothing else.
+int query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) {
+  if (dt != FI_UINT64 && dt != FI_INT64) return -FI_EOPNOTSUPP;
+  const bool compare = flags & FI_COMPARE_ATOMIC;
+  if (compare ? op != FI_CSWAP : op != FI_SUM) return -FI_EOPNOTSUPP;
+  attr->count = 1;
+  attr->size = sizeof(uint64_t);
+  return 0;
+}
+
+fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind, no_control, no_ops_open,
+                          nullptr, nullptr};
+fi_ops_domain g_domain_ops = {
+    .size = sizeof(fi_ops_domain),
+    .av_open = no_av,
+    .cq_open = cq_open,
+    .endpoint = ep_open,
+    .scalable_ep = no_sep,
+    .cntr_open = cntr_open,
+    .poll_open = no_poll,
+    .stx_ctx = no_stx,
+    .srx_ctx = no_srx,
+    .query_atomic = query_atomic,
+    .query_collective = no_coll,
+    .endpoint2 = nullptr,
+};
+
+}  // namespace
+
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* context) {
+  auto* fab = from_fid<Fabric>(fabric);
+  if (info && info->domain_attr && info->domain_attr->name &&
+      std::string(info->domain_attr->name) != "softrdma0")
+    return -FI_EINVAL;
+  auto* dom = new Domain{};
+  dom->fab = fab;
+  {
+    std::lock_guard g(fab->mu);
+    dom->pd = fab->engine->alloc_pd();
+  }
+  dom->fid.fid.fclass = FI_CLASS_DOMAIN;
+  dom->fid.fid.context = context;
+  dom->fid.fid.ops = &g_domain_fi_ops;
+  dom->fid.ops = &g_domain_ops;
+  dom->fid.mr = &g_mr_ops;
+  *out = &dom->fid;
+  return 0;
+}
+
+}  // namespace softrdma::prov

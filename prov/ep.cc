@@ -1,0 +1,215 @@
+// Active endpoints (FI_EP_MSG): binding, enabling (an engine QP), connect,
+// accept and shutdown. The data calls are in msg.cc, rma.cc and atomic.cc.
+#include <cstring>
+
+#include "prov/prov.h"
+
+namespace softrdma::prov {
+
+namespace {
+
+int ep_close(fid* f) {
+  auto* ep = from_fid<Ep>(f);
+  Fabric* fab = ep->dom->fab;
+  std::lock_guard g(fab->mu);
+  if (ep->qp) {
+    fab->eps.erase(ep->qp);
+    fab->engine->destroy_qp(ep->qp);  // flushes: pending ops complete as canceled
+  }
+  if (ep->eq) ep->eq->purge(f);  // no event may name this endpoint again
+  fi_freeinfo(ep->info);
+  delete ep;
+  return 0;
+}
+
+int ep_bind(fid* f, fid* bf, uint64_t flags) {
+  auto* ep = from_fid<Ep>(f);
+  if (ep->enabled) return -FI_EOPBADSTATE;
+  switch (bf->fclass) {
+    case FI_CLASS_EQ:
+      ep->eq = from_fid<Eq>(bf);
+      return 0;
+    case FI_CLASS_CQ:
+      if (flags & FI_TRANSMIT) {
+        ep->tx_cq = from_fid<Cq>(bf);
+        ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+      }
+      if (flags & FI_RECV) {
+        ep->rx_cq = from_fid<Cq>(bf);
+        ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+      }
+      return (flags & (FI_TRANSMIT | FI_RECV)) ? 0 : -FI_EINVAL;
+    case FI_CLASS_CNTR: {
+      auto* c = from_fid<Cntr>(bf);
+      if (flags & FI_SEND) ep->send_cntr = c;
+      if (flags & FI_RECV) ep->recv_cntr = c;
+      if (flags & FI_READ) ep->read_cntr = c;
+      if (flags & FI_WRITE) ep->write_cntr = c;
+      if (flags & FI_REMOTE_READ) ep->rread_cntr = c;
+      if (flags & FI_REMOTE_WRITE) ep->rwrite_cntr = c;
+      return 0;
+    }
+    default:
+      return -FI_EINVAL;
+  }
+}
+
+// The engine QP is created at enable, when the CQs are known.
+int ep_enable(Ep* ep) {
+  Fabric* fab = ep->dom->fab;
+  if (ep->enabled) return 0;
+  if (!ep->tx_cq || !ep->rx_cq) {
+    if (!ep->dom->sink) {
+      fid_cq* sink;
+      fi_cq_attr attr{};
+      attr.format = FI_CQ_FORMAT_CONTEXT;
+      if (int rc = cq_open(&ep->dom->fid, &attr, &sink, nullptr); rc != 0) return rc;
+      ep->dom->sink = from_fid<Cq>(sink);
+    }
+  }
+  Cq* tx = ep->tx_cq ? ep->tx_cq : ep->dom->sink;
+  Cq* rx = ep->rx_cq ? ep->rx_cq : ep->dom->sink;
+  QpInit init{.pd = ep->dom->pd, .send_cq = tx->ecq, .recv_cq = rx->ecq,
+              .sq_depth = static_cast<uint32_t>(ep->info->tx_attr->size),
+              .rq_depth = static_cast<uint32_t>(ep->info->rx_attr->size)};
+  ep->qp = fab->engine->create_qp(init);
+  if (!ep->qp) return -FI_ENOMEM;
+  ep->qp->user = ep;
+  fab->eps[ep->qp] = ep;
+  ep->enabled = true;
+  return 0;
+}
+
+int ep_control(fid* f, int command, void* arg) {
+  auto* ep = from_fid<Ep>(f);
+  std::lock_guard g(ep->dom->fab->mu);
+  switch (command) {
+    case FI_ENABLE:
+      return ep_enable(ep);
+    case FI_GETOPSFLAG: {
+      uint64_t* flags = static_cast<uint64_t*>(arg);
+      *flags = (*flags & FI_TRANSMIT) ? ep->tx_flags : ep->rx_flags;
+      return 0;
+    }
+    case FI_SETOPSFLAG: {
+      uint64_t* flags = static_cast<uint64_t*>(arg);
+      if (*flags & FI_TRANSMIT) ep->tx_flags = *flags & ~FI_TRANSMIT;
+      if (*flags & FI_RECV) ep->rx_flags = *flags & ~FI_RECV;
+      return 0;
+    }
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
+int ep_getopt(fid_t, int level, int name, void* val, size_t* len) {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (name == FI_OPT_CM_DATA_SIZE) {
+    if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
+    *static_cast<size_t*>(val) = max_cm_data();
+    *len = sizeof(size_t);
+    return 0;
+  }
+  return -FI_ENOPROTOOPT;
+}
+
+int ep_setopt(fid_t, int, int, const void*, size_t) { return -FI_ENOPROTOOPT; }
+ssize_t ep_cancel(fid_t, void*) { return -FI_ENOENT; }  // posted work only ends by completion
+int no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_rctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+ssize_t no_left(fid_ep*) { return -FI_ENOSYS; }
+
+int ep_getname(fid_t f, void* addr, size_t* len) {
+  auto* ep = from_fid<Ep>(f);
+  size_t have = *len;
+  *len = sizeof(sockaddr_in);
+  if (have < sizeof(sockaddr_in)) return -FI_ETOOSMALL;
+  std::lock_guard g(ep->dom->fab->mu);
+  sockaddr_in a = local_addr();
+  if (ep->qp && ep->qp->conn()) a = ep->qp->conn()->local_addr();
+  std::memcpy(addr, &a, sizeof(a));
+  return 0;
+}
+
+int ep_getpeer(fid_ep* f, void* addr, size_t* len) {
+  auto* ep = from_fid<Ep>(f);
+  size_t have = *len;
+  *len = sizeof(sockaddr_in);
+  if (have < sizeof(sockaddr_in)) return -FI_ETOOSMALL;
+  std::memcpy(addr, &ep->peer, sizeof(sockaddr_in));
+  return 0;
+}
+
+int ep_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
+
+int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
+  auto* ep = from_fid<Ep>(f);
+  if (len > max_cm_data()) return -FI_EINVAL;
+  std::lock_guard g(ep->dom->fab->mu);
+  if (!ep->enabled || !ep->eq) return -FI_EOPBADSTATE;
+  const void* dst = addr ? addr : ep->info->dest_addr;
+  if (!dst) return -FI_EINVAL;
+  std::memcpy(&ep->peer, dst, sizeof(sockaddr_in));
+  return fi_error(ep->dom->fab->engine->connect(ep->qp, ep->peer, param, len));
+}
+
+int ep_accept(fid_ep* f, const void* param, size_t len) {
+  auto* ep = from_fid<Ep>(f);
+  if (len > max_cm_data()) return -FI_EINVAL;
+  std::lock_guard g(ep->dom->fab->mu);
+  if (!ep->enabled || !ep->req || !ep->eq) return -FI_EOPBADSTATE;
+  int rc = ep->dom->fab->engine->accept(ep->req, ep->qp, param, len);
+  ep->req = nullptr;
+  return fi_error(rc);
+}
+
+int ep_shutdown(fid_ep* f, uint64_t) {
+  auto* ep = from_fid<Ep>(f);
+  std::lock_guard g(ep->dom->fab->mu);
+  if (!ep->qp) return -FI_ENOTCONN;
+  int rc = ep->dom->fab->engine->disconnect(ep->qp);
+  return rc == -ENOTCONN ? 0 : fi_error(rc);
+}
+
+int no_listen(fid_pep*) { return -FI_ENOSYS; }
+int no_reject(fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
+int no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) { return -FI_ENOSYS; }
+
+fi_ops g_ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, no_ops_open, nullptr, nullptr};
+fi_ops_ep g_ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, no_ctx, no_rctx,
+                      no_left, no_left};
+fi_ops_cm g_ep_cm_ops = {sizeof(fi_ops_cm), ep_setname, ep_getname, ep_getpeer, ep_connect,
+                         no_listen, ep_accept, no_reject, ep_shutdown, no_join};
+
+}  // namespace
+
+int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
+  if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
+  auto* ep = new Ep{};
+  ep->dom = from_fid<Domain>(domain);
+  ep->info = fi_dupinfo(info);
+  ep->info->handle = nullptr;
+  ep->tx_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+  ep->rx_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+  if (info->handle && info->handle->fclass == FI_CLASS_CONNREQ) {
+    auto* h = reinterpret_cast<ConnHandle*>(info->handle);
+    ep->req = h->req;
+    fi_close(&h->fid);  // the request now belongs to this endpoint
+    info->handle = nullptr;
+  }
+  if (info->dest_addr && info->dest_addrlen >= sizeof(sockaddr_in))
+    std::memcpy(&ep->peer, info->dest_addr, sizeof(sockaddr_in));
+  ep->fid.fid.fclass = FI_CLASS_EP;
+  ep->fid.fid.context = context;
+  ep->fid.fid.ops = &g_ep_fi_ops;
+  ep->fid.ops = &g_ep_ops;
+  ep->fid.cm = &g_ep_cm_ops;
+  ep->fid.msg = &g_msg_ops;
+  ep->fid.rma = &g_rma_ops;
+  ep->fid.tagged = &g_tagged_ops;
+  ep->fid.atomic = &g_atomic_ops;
+  *out = &ep->fid;
+  return 0;
+}
+
+}  // namespace softrdma::prov

@@ -1,0 +1,155 @@
+// Event queues: CM events (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN) and errors
+// (rejects with the peer's private data, unreachable peers, broken streams).
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "prov/prov.h"
+
+namespace softrdma::prov {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void signal_fd(int fd) {
+  if (fd < 0) return;
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+}
+
+void drain_fd(int fd) {
+  if (fd < 0) return;
+  uint64_t v;
+  [[maybe_unused]] ssize_t n = ::read(fd, &v, sizeof(v));
+}
+
+ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) {
+  auto* eq = from_fid<Eq>(f);
+  std::lock_guard g(eq->fab->mu);
+  eq->fab->progress();
+  if (eq->items.empty()) {
+    drain_fd(eq->efd);
+    return -FI_EAGAIN;
+  }
+  EqItem& it = eq->items.front();
+  if (it.error) return -FI_EAVAIL;
+  size_t hdr = it.event == FI_CONNREQ || it.event == FI_CONNECTED ? sizeof(fi_eq_cm_entry)
+                                                                   : sizeof(fi_eq_entry);
+  if (len < hdr) return -FI_ETOOSMALL;
+  size_t n = std::min(len, it.buf.size());
+  std::memcpy(buf, it.buf.data(), n);
+  if (event) *event = it.event;
+  if (!(flags & FI_PEEK)) eq->items.pop_front();
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t eq_readerr(fid_eq* f, fi_eq_err_entry* out, uint64_t flags) {
+  auto* eq = from_fid<Eq>(f);
+  std::lock_guard g(eq->fab->mu);
+  if (eq->items.empty() || !eq->items.front().error) return -FI_EAGAIN;
+  EqItem& it = eq->items.front();
+  void* user_data = out->err_data;
+  size_t user_size = out->err_data_size;
+  *out = it.err;
+  eq->last_err_data = it.err_data;
+  if (user_data && user_size) {  // API >= 1.5: the caller's buffer
+    size_t n = std::min(user_size, it.err_data.size());
+    std::memcpy(user_data, it.err_data.data(), n);
+    out->err_data = user_data;
+    out->err_data_size = n;
+  } else {
+    out->err_data = eq->last_err_data.empty() ? nullptr : eq->last_err_data.data();
+    out->err_data_size = eq->last_err_data.size();
+  }
+  if (!(flags & FI_PEEK)) eq->items.pop_front();
+  return sizeof(*out);
+}
+
+ssize_t eq_write(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_t flags) {
+  auto* eq = from_fid<Eq>(f);
+  std::lock_guard g(eq->fab->mu);
+  (void)flags;  // application-written events are never errors here
+  EqItem it{.event = event, .error = false, .fid = nullptr};
+  const auto* b = static_cast<const uint8_t*>(buf);
+  it.buf.assign(b, b + len);
+  eq->push(std::move(it));
+  return static_cast<ssize_t>(len);
+}
+
+ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout, uint64_t flags) {
+  auto* eq = from_fid<Eq>(f);
+  auto end = Clock::now() + std::chrono::milliseconds(timeout);
+  for (;;) {
+    ssize_t n = eq_read(f, event, buf, len, flags);
+    if (n != -FI_EAGAIN) return n;
+    if (timeout >= 0 && Clock::now() >= end) return -FI_EAGAIN;
+    eq->fab->progress(timeout == 0 ? 0 : 1000);
+  }
+}
+
+const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) {
+  static thread_local char tmp[128];
+  if (!buf) {
+    buf = tmp;
+    len = sizeof(tmp);
+  }
+  return term_string(static_cast<uint32_t>(prov_errno), buf, len);
+}
+
+int eq_control(fid* f, int command, void* arg) {
+  auto* eq = from_fid<Eq>(f);
+  if (command == FI_GETWAIT) {
+    *static_cast<int*>(arg) = eq->efd;
+    return 0;
+  }
+  if (command == FI_GETWAITOBJ) {
+    *static_cast<fi_wait_obj*>(arg) = FI_WAIT_FD;
+    return 0;
+  }
+  return -FI_ENOSYS;
+}
+
+int eq_close(fid* f) {
+  auto* eq = from_fid<Eq>(f);
+  if (eq->efd >= 0) ::close(eq->efd);
+  for (EqItem& it : eq->items) {  // CONNREQ infos nobody will read
+    if (!it.error && it.event == FI_CONNREQ)
+      fi_freeinfo(reinterpret_cast<fi_eq_cm_entry*>(it.buf.data())->info);
+  }
+  delete eq;
+  return 0;
+}
+
+fi_ops g_eq_fi_ops = {sizeof(fi_ops), eq_close, no_bind, eq_control, no_ops_open, nullptr, nullptr};
+fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read, eq_readerr, eq_write, eq_sread, eq_strerror};
+
+}  // namespace
+
+void Eq::push(EqItem item) {
+  items.push_back(std::move(item));
+  signal_fd(efd);
+}
+
+void Eq::purge(fid_t f) {
+  std::erase_if(items, [f](const EqItem& it) { return it.fid == f; });
+}
+
+int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context) {
+  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+      attr->wait_obj != FI_WAIT_FD)
+    return -FI_ENOSYS;
+  auto* eq = new Eq{};
+  eq->fab = from_fid<Fabric>(fabric);
+  eq->fid.fid.fclass = FI_CLASS_EQ;
+  eq->fid.fid.context = context;
+  eq->fid.fid.ops = &g_eq_fi_ops;
+  eq->fid.ops = &g_eq_ops;
+  eq->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  *out = &eq->fid;
+  return 0;
+}
+
+}  // namespace softrdma::prov

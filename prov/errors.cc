@@ -1,0 +1,65 @@
+// Error translation at the provider boundary: engine -errno and completion
+// statuses to libfabric codes, and a Terminate's cause to readable text.
+#include <cerrno>
+#include <cstdio>
+
+#include "prov/prov.h"
+#include "stack/iwarp/wire.h"
+
+namespace softrdma::prov {
+
+int fi_error(int neg_errno) {
+  switch (-neg_errno) {
+    case 0: return 0;
+    case EAGAIN: return -FI_EAGAIN;
+    case EINVAL: return -FI_EINVAL;
+    case EACCES: return -FI_EACCES;
+    case ENOMEM: return -FI_ENOMEM;
+    case EMSGSIZE: return -FI_EMSGSIZE;
+    case ENOENT: return -FI_ENOENT;
+    case EISCONN: return -FI_EISCONN;
+    case ENOTCONN: return -FI_ENOTCONN;
+    case ECONNREFUSED: return -FI_ECONNREFUSED;
+    case ECONNRESET: return -FI_ECONNRESET;
+    case ETIMEDOUT: return -FI_ETIMEDOUT;
+    case EADDRINUSE: return -FI_EADDRINUSE;
+    case EPROTO: return -FI_EIO;
+    default: return -FI_EOTHER;
+  }
+}
+
+int cq_error(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess: return 0;
+    case WcStatus::kLocLenErr: return FI_ETRUNC;
+    case WcStatus::kLocQpOpErr: return FI_EOPNOTSUPP;
+    case WcStatus::kLocProtErr: return FI_EACCES;
+    case WcStatus::kWrFlushErr: return FI_ECANCELED;
+    case WcStatus::kRemAccessErr: return FI_EACCES;
+    case WcStatus::kRemOpErr: return FI_EREMOTEIO;
+    case WcStatus::kRemInvReqErr: return FI_EREMOTEIO;
+    case WcStatus::kBadRespErr: return FI_EIO;
+    case WcStatus::kFatalErr: return FI_ECONNRESET;
+  }
+  return FI_EOTHER;
+}
+
+// prov_errno is a Terminate's cause packed as (layer << 12 | etype << 8 | ecode).
+const char* term_string(uint32_t prov_errno, char* buf, size_t len) {
+  static const char* kLayer[] = {"RDMAP", "DDP", "MPA"};
+  unsigned layer = (prov_errno >> 12) & 0xf, etype = (prov_errno >> 8) & 0xf,
+           ecode = prov_errno & 0xff;
+  if (prov_errno == 0) {
+    std::snprintf(buf, len, "no Terminate");
+  } else {
+    std::snprintf(buf, len, "iWARP Terminate: layer %s, error type %u, error code 0x%02x",
+                  layer < 3 ? kLayer[layer] : "?", etype, ecode);
+  }
+  return buf;
+}
+
+int no_bind(fid*, fid*, uint64_t) { return -FI_ENOSYS; }
+int no_control(fid*, int, void*) { return -FI_ENOSYS; }
+int no_ops_open(fid*, const char*, uint64_t, void**, void*) { return -FI_ENOSYS; }
+
+}  // namespace softrdma::prov

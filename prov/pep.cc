@@ -1,0 +1,113 @@
+// Passive endpoints: listen on the fabric's engine, hand out FI_CONNREQ
+// events (see Fabric::dispatch_cm), reject with private data.
+#include <cstring>
+
+#include "prov/prov.h"
+
+namespace softrdma::prov {
+
+namespace {
+
+int pep_close(fid* f) {
+  auto* pep = from_fid<Pep>(f);
+  std::lock_guard g(pep->fab->mu);
+  if (pep->listener) {
+    pep->fab->peps.erase(pep->listener);
+    pep->fab->engine->close_listener(pep->listener);
+  }
+  if (pep->eq) pep->eq->purge(f);
+  fi_freeinfo(pep->info);
+  delete pep;
+  return 0;
+}
+
+int pep_bind(fid* f, fid* bf, uint64_t) {
+  if (bf->fclass != FI_CLASS_EQ) return -FI_EINVAL;
+  from_fid<Pep>(f)->eq = from_fid<Eq>(bf);
+  return 0;
+}
+
+int pep_listen(fid_pep* f) {
+  auto* pep = from_fid<Pep>(f);
+  std::lock_guard g(pep->fab->mu);
+  if (pep->listener) return 0;
+  if (!pep->eq) return -FI_ENOEQ;
+  int rc = pep->fab->engine->listen(pep->addr, 1024, &pep->listener);
+  if (rc < 0) return fi_error(rc);
+  pep->addr = pep->fab->engine->listen_addr(pep->listener);
+  pep->fab->peps[pep->listener] = pep;
+  return 0;
+}
+
+int pep_getname(fid_t f, void* addr, size_t* len) {
+  auto* pep = from_fid<Pep>(f);
+  size_t have = *len;
+  *len = sizeof(sockaddr_in);
+  if (have < sizeof(sockaddr_in)) return -FI_ETOOSMALL;
+  std::memcpy(addr, &pep->addr, sizeof(sockaddr_in));
+  return 0;
+}
+
+int pep_setname(fid_t f, void* addr, size_t len) {
+  auto* pep = from_fid<Pep>(f);
+  if (pep->listener) return -FI_EBUSY;
+  if (len < sizeof(sockaddr_in) || static_cast<sockaddr*>(addr)->sa_family != AF_INET)
+    return -FI_EINVAL;
+  std::memcpy(&pep->addr, addr, sizeof(sockaddr_in));
+  return 0;
+}
+
+int pep_reject(fid_pep* f, fid_t handle, const void* param, size_t len) {
+  auto* pep = from_fid<Pep>(f);
+  if (len > max_cm_data()) return -FI_EINVAL;
+  std::lock_guard g(pep->fab->mu);
+  auto* h = reinterpret_cast<ConnHandle*>(handle);
+  int rc = pep->fab->engine->reject(h->req, param, len);
+  fi_close(&h->fid);
+  return fi_error(rc);
+}
+
+int pep_getopt(fid_t, int level, int name, void* val, size_t* len) {
+  if (level != FI_OPT_ENDPOINT || name != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
+  if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
+  *static_cast<size_t*>(val) = max_cm_data();
+  *len = sizeof(size_t);
+  return 0;
+}
+
+int no_setopt(fid_t, int, int, const void*, size_t) { return -FI_ENOPROTOOPT; }
+ssize_t no_cancel(fid_t, void*) { return -FI_ENOSYS; }
+int no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_rctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+ssize_t no_left(fid_ep*) { return -FI_ENOSYS; }
+int no_getpeer(fid_ep*, void*, size_t*) { return -FI_ENOSYS; }
+int no_connect(fid_ep*, const void*, const void*, size_t) { return -FI_ENOSYS; }
+int no_accept(fid_ep*, const void*, size_t) { return -FI_ENOSYS; }
+int no_shutdown(fid_ep*, uint64_t) { return -FI_ENOSYS; }
+int no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) { return -FI_ENOSYS; }
+
+fi_ops g_pep_fi_ops = {sizeof(fi_ops), pep_close, pep_bind, no_control, no_ops_open, nullptr, nullptr};
+fi_ops_ep g_pep_ep_ops = {sizeof(fi_ops_ep), no_cancel, pep_getopt, no_setopt, no_ctx, no_rctx,
+                          no_left, no_left};
+fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), pep_setname, pep_getname, no_getpeer, no_connect,
+                          pep_listen, no_accept, pep_reject, no_shutdown, no_join};
+
+}  // namespace
+
+int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** out, void* context) {
+  auto* pep = new Pep{};
+  pep->fab = from_fid<Fabric>(fabric);
+  pep->info = fi_dupinfo(info);
+  pep->addr = local_addr();
+  if (info && info->src_addr && info->src_addrlen >= sizeof(sockaddr_in))
+    std::memcpy(&pep->addr, info->src_addr, sizeof(sockaddr_in));
+  pep->fid.fid.fclass = FI_CLASS_PEP;
+  pep->fid.fid.context = context;
+  pep->fid.fid.ops = &g_pep_fi_ops;
+  pep->fid.ops = &g_pep_ep_ops;
+  pep->fid.cm = &g_pep_cm_ops;
+  *out = &pep->fid;
+  return 0;
+}
+
+}  // namespace softrdma::prov

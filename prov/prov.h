@@ -1,0 +1,206 @@
+// The softrdma libfabric provider: internal objects.
+//
+// Only libfabric's public headers are installed, so the provider defines its
+// own fabric, domain, EQ, CQ, counter, MR, passive and active endpoints. Each
+// object embeds its libfabric fid first, so a fid pointer converts back with
+// from_fid<T>(). One softrdma::Engine per fabric carries everything.
+//
+// Progress and locking: the provider makes progress inside the calls the
+// application already makes (fi_cq_read/sread, fi_eq_read/sread, fi_cntr_read
+// and posting): FI_PROGRESS_MANUAL. One recursive mutex per fabric guards all
+// provider state; the engine has its own lock and never calls back into the
+// provider except through a CQ's push hook, which only writes an eventfd.
+#pragma once
+
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <atomic>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "stack/engine.h"
+
+namespace softrdma::prov {
+
+extern struct fi_provider g_prov;
+
+template <typename T, typename F>
+T* from_fid(F* f) {
+  return reinterpret_cast<T*>(f);
+}
+
+// --- attr.cc ---
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info);
+sockaddr_in local_addr();          // the address endpoints bind to
+size_t max_cm_data();              // CM private data an endpoint may carry
+
+// --- errors.cc ---
+int fi_error(int neg_errno);                  // -errno -> -FI_E*
+int cq_error(WcStatus s);                     // completion status -> FI_E* (positive)
+const char* term_string(uint32_t prov_errno, char* buf, size_t len);
+
+struct Eq;
+struct Cq;
+struct Cntr;
+struct Pep;
+struct Ep;
+
+struct Fabric {
+  fid_fabric fid;
+  std::unique_ptr<Engine> engine;
+  std::recursive_mutex mu;
+  std::map<Listener*, Pep*> peps;
+  std::map<Qp*, Ep*> eps;
+  // Drives the engine and routes its CM events to the EQs.
+  void progress(int timeout_us = 0);
+  void dispatch_cm();
+};
+
+struct Domain {
+  fid_domain fid;
+  Fabric* fab;
+  Pd* pd;
+  Cq* sink = nullptr;  // for an endpoint that binds no CQ for one direction
+  uint32_t mr_count = 0;
+};
+
+// One EQ entry as fi_eq_read hands it out (header + CM data), or an error.
+struct EqItem {
+  uint32_t event;
+  bool error;
+  std::vector<uint8_t> buf;  // fi_eq_entry / fi_eq_cm_entry (+ data) image
+  fi_eq_err_entry err{};
+  std::vector<uint8_t> err_data;
+  fid_t fid;                 // for purging events of a closed endpoint
+};
+
+struct Eq {
+  fid_eq fid;
+  Fabric* fab;
+  std::deque<EqItem> items;
+  std::vector<uint8_t> last_err_data;  // valid until the next read
+  int efd = -1;                        // eventfd for FI_WAIT_FD
+  void push(EqItem item);
+  void purge(fid_t f);
+};
+
+// A completion as the CQ will hand it out, in the superset format.
+struct CqItem {
+  fi_cq_err_entry e{};
+  bool error = false;
+};
+
+struct Cq {
+  fid_cq fid;
+  Domain* dom;
+  iwarp::Cq* ecq;
+  fi_cq_format format;
+  std::deque<CqItem> ready;
+  int efd = -1;
+  int epfd = -1;  // what FI_GETWAIT hands out: efd + the transport's fd
+  ssize_t read(void* buf, size_t count, fi_addr_t* src);
+  void reap();    // engine completions -> ready
+};
+
+struct Cntr {
+  fid_cntr fid;
+  Domain* dom;
+  std::atomic<uint64_t> value{0}, errs{0};
+};
+
+struct MemRegion {
+  fid_mr fid;
+  Domain* dom;
+  softrdma::Mr* mr;
+};
+
+// The provider's record of one posted operation: what the completion must
+// say and who else must hear of it. The engine's wr_id points here.
+struct Op {
+  Ep* ep;
+  void* context;
+  uint64_t flags;       // FI_SEND|FI_MSG, FI_RECV|FI_MSG, FI_READ|FI_RMA, ...
+  bool report;          // a CQ entry on success (FI_COMPLETION)
+  Cntr* cntr;
+  void* buf;
+  size_t len;
+  std::vector<uint8_t> inject;  // owned copy for inject
+  uint64_t result = 0;          // atomic without fetch: the value lands here
+};
+
+struct Pep {
+  fid_pep fid;
+  Fabric* fab;
+  fi_info* info;
+  Eq* eq = nullptr;
+  Listener* listener = nullptr;
+  sockaddr_in addr{};
+};
+
+// info->handle of a FI_CONNREQ: names the engine's pending connection.
+struct ConnHandle {
+  struct fid fid;
+  ConnReq* req;
+  Pep* pep;
+};
+
+struct Ep {
+  fid_ep fid;
+  Domain* dom;
+  fi_info* info;
+  Eq* eq = nullptr;
+  Cq* tx_cq = nullptr;
+  Cq* rx_cq = nullptr;
+  bool tx_selective = false, rx_selective = false;
+  Cntr *send_cntr = nullptr, *recv_cntr = nullptr, *read_cntr = nullptr, *write_cntr = nullptr;
+  Cntr *rread_cntr = nullptr, *rwrite_cntr = nullptr;
+  Qp* qp = nullptr;
+  ConnReq* req = nullptr;  // passive side: from the FI_CONNREQ's handle
+  sockaddr_in peer{};
+  uint64_t tx_flags = 0, rx_flags = 0;
+  bool enabled = false;
+};
+
+// --- object constructors, one file each ---
+int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
+int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
+int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context);
+int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context);
+int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+extern fi_ops_mr g_mr_ops;
+extern fi_ops_msg g_msg_ops;
+extern fi_ops_rma g_rma_ops;
+extern fi_ops_atomic g_atomic_ops;
+extern fi_ops_tagged g_tagged_ops;
+
+// Completion plumbing shared by msg.cc, rma.cc and atomic.cc.
+Op* new_op(Ep* ep, void* context, uint64_t flags, uint64_t op_flags, bool tx, Cntr* cntr);
+void free_op(Op* op);
+ssize_t post_send(Ep* ep, SendWr& wr, Op* op);
+void cntr_add(Cntr* c, bool error);
+
+// libfabric's "not supported here" entries, so that no table has a hole.
+int no_bind(fid*, fid*, uint64_t);
+int no_control(fid*, int, void*);
+int no_ops_open(fid*, const char*, uint64_t, void**, void*);
+
+}  // namespace softrdma::prov

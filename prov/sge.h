@@ -1,0 +1,46 @@
+// iovec + MR descriptor arrays -> engine SGEs, and inject copies.
+#pragma once
+
+#include <cstring>
+
+#include "prov/prov.h"
+
+namespace softrdma::prov {
+
+inline size_t iov_bytes(const iovec* iov, size_t count) {
+  size_t n = 0;
+  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+// A descriptor names an MR (its STag becomes the SGE's lkey); none is fine:
+// the provider requires no FI_MR_LOCAL.
+inline bool fill_sges(Sge* sg, int* n, const iovec* iov, void** desc, size_t count) {
+  if (count > static_cast<size_t>(kMaxSge)) return false;
+  for (size_t i = 0; i < count; ++i) {
+    auto* mr = desc ? static_cast<MemRegion*>(desc[i]) : nullptr;
+    sg[i] = Sge{reinterpret_cast<uint64_t>(iov[i].iov_base), static_cast<uint32_t>(iov[i].iov_len),
+                mr ? mr->mr->stag : 0};
+    if (iov[i].iov_len > UINT32_MAX) return false;
+  }
+  *n = static_cast<int>(count);
+  return true;
+}
+
+// The data is copied into the operation so the caller may reuse its buffer
+// as soon as the call returns.
+inline bool inject_copy(Ep* ep, Op* op, const iovec* iov, size_t count, SendWr* wr) {
+  size_t total = iov_bytes(iov, count);
+  if (total > ep->info->tx_attr->inject_size) return false;
+  op->inject.resize(total);
+  size_t off = 0;
+  for (size_t i = 0; i < count; ++i) {
+    std::memcpy(op->inject.data() + off, iov[i].iov_base, iov[i].iov_len);
+    off += iov[i].iov_len;
+  }
+  wr->num_sge = 1;
+  wr->sg_list[0] = Sge{reinterpret_cast<uint64_t>(op->inject.data()), static_cast<uint32_t>(total), 0};
+  return true;
+}
+
+}  // namespace softrdma::prov
