@@ -1,0 +1,26 @@
+// Hooks lwIP's core calls into lwip_transport.cc (named in lwipopts.h via
+// LWIP_HOOK_FILENAME). All run with the stack mutex held, inside lwIP.
+#ifndef SOFTRDMA_LWIP_HOOKS_H
+#define SOFTRDMA_LWIP_HOOKS_H
+
+#include "lwip/ip4_addr.h"
+#include "lwip/netif.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The netif for dest (src may be NULL or any): local delivery, then the
+// route table, else NULL so lwIP's subnet/default rules apply.
+struct netif* softrdma_lwip_route(const ip4_addr_t* src, const ip4_addr_t* dest);
+// The neighbour to ARP for when dest is outside the netif's subnet.
+const ip4_addr_t* softrdma_lwip_next_hop(struct netif* netif, const ip4_addr_t* dest);
+// RFC 6528 initial sequence number.
+u32_t softrdma_lwip_isn(const ip_addr_t* local_ip, u16_t local_port, const ip_addr_t* remote_ip,
+                        u16_t remote_port);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // SOFTRDMA_LWIP_HOOKS_H
