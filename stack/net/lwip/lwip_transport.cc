@@ -1597,6 +1597,15 @@ int LwipStack::remove_route(in_addr dest, int prefix_len) {
   return Stack::get().remove_route(dest, prefix_len);
 }
 
+int LwipStack::add_neighbor(in_addr dest, const uint8_t mac[6]) {
+  Locked g;
+  ip4_addr_t ip;
+  ip4_addr_set_u32(&ip, dest.s_addr);
+  eth_addr ea;
+  std::memcpy(ea.addr, mac, ETH_HWADDR_LEN);
+  return etharp_add_static_entry(&ip, &ea) == ERR_OK ? 0 : -EHOSTUNREACH;
+}
+
 LwipCounters LwipStack::counters() const {
   Locked g;
   return Stack::get().counters();

@@ -88,6 +88,10 @@ class LwipStack {
   // the sender is that same address or unbound. Replaces an equal route.
   int add_route(in_addr dest, int prefix_len, int link_id, in_addr via = in_addr{});
   int remove_route(in_addr dest, int prefix_len);
+  // A static ARP entry: dest's MAC on the link its route names (add the
+  // route first). For point-to-point links whose far end answers no ARP for
+  // dest. 0 or -errno.
+  int add_neighbor(in_addr dest, const uint8_t mac[6]);
 
   LwipCounters counters() const;
   // The port's own counters (LinkCounters) of a link. 0 or -ENOENT.

@@ -194,7 +194,9 @@
 #define ARP_QUEUEING 1
 #define ARP_QUEUE_LEN 64
 #define ETHARP_TABLE_MATCH_NETIF 1
-#define ETHARP_SUPPORT_STATIC_ENTRIES 0
+// Static entries: the embedded memif mesh knows each peer's MAC (derived
+// from its pid) and its peers answer no ARP for addresses on other netifs.
+#define ETHARP_SUPPORT_STATIC_ENTRIES 1
 #define LWIP_NETIF_STATUS_CALLBACK 0
 #define LWIP_NETIF_LINK_CALLBACK 0
 

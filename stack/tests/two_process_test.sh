@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# srdma_perf as two processes over 127.0.0.1 with data verification on:
+# every operation (send, write, read, write_imm, fadd, cas), latency and
+# bandwidth, message sizes from 0 B to 64 MiB, MPA CRC off and on, plus a
+# pass with MPA markers. Fails if any run fails or times out.
+#
+# usage: two_process_test.sh <path-to-srdma_perf>
+# Every run gets its own free port, so ctest -j is safe.
+set -u
+
+perf=${1:?usage: two_process_test.sh <path-to-srdma_perf>}
+[[ -x $perf ]] || { echo "two_process_test: $perf is not executable" >&2; exit 2; }
+
+run_timeout=60  # seconds per run (the tool's own deadline; timeout(1) backs it up)
+sizes="0,1,4095,64K,1M,64M"
+tmp=$(mktemp -d)
+server_pid=""
+cleanup() {
+  if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# A port the kernel just handed out; without python3, a random high one (a
+# collision only costs start_server a retry).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
+    echo $((20000 + RANDOM % 30000))
+}
+
+# Starts a server on a free port (retrying if the port was taken meanwhile);
+# sets port and server_pid. Extra arguments go to the server.
+start_server() {
+  local attempt
+  for ((attempt = 0; attempt < 5; ++attempt)); do
+    port=$(free_port)
+    timeout $((run_timeout + 15)) "$perf" -p "$port" --timeout "$run_timeout" "$@" \
+      >"$tmp/server.log" 2>&1 &
+    server_pid=$!
+    local i
+    for ((i = 0; i < 100; ++i)); do  # up to 5 s for "listening"
+      grep -q "listening on port" "$tmp/server.log" && return 0
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+    server_pid=""
+  done
+  return 1
+}
+
+passed=0
+failed=0
+failures=()
+
+# run_case NAME SERVER_ARGS... -- CLIENT_ARGS...
+run_case() {
+  local name=$1
+  shift
+  local sargs=() cargs=()
+  while [[ $1 != -- ]]; do sargs+=("$1"); shift; done
+  shift
+  cargs=("$@")
+  local start=$SECONDS ok=1 crc rc src
+  if ! start_server "${sargs[@]}"; then
+    echo "FAIL $name: the server did not start"
+    cat "$tmp/server.log"
+    failed=$((failed + 1))
+    failures+=("$name")
+    return
+  fi
+  timeout $((run_timeout + 15)) "$perf" -p "$port" --timeout "$run_timeout" "${cargs[@]}" 127.0.0.1 \
+    >"$tmp/client.log" 2>&1
+  rc=$?
+  [[ $rc -eq 0 ]] || ok=0
+  wait "$server_pid"
+  src=$?
+  server_pid=""
+  [[ $src -eq 0 ]] || ok=0
+  if [[ $ok -eq 1 ]]; then
+    passed=$((passed + 1))
+    echo "ok   $name ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "FAIL $name: client exit $rc, server exit $src (124: timed out)"
+    echo "--- client: ${cargs[*]}"
+    cat "$tmp/client.log"
+    echo "--- server: ${sargs[*]}"
+    cat "$tmp/server.log"
+  fi
+}
+
+for crc in 0 1; do
+  for kind in lat bw; do
+    for op in send write read write_imm fadd cas; do
+      case $op in
+        fadd|cas) args=(-n 500) ;;
+        write) [[ $kind == lat ]] && args=(-s "${sizes#0,}") || args=(-s "$sizes")
+               args+=(-n 20 --max-bytes 64M) ;;
+        *) args=(-s "$sizes" -n 20 --max-bytes 64M) ;;
+      esac
+      run_case "$op $kind crc=$crc" --crc "$crc" -- -o "$op" -t "$kind" -c --crc "$crc" "${args[@]}"
+    done
+  done
+done
+# Markers change the stream layout under every FPDU: one pass each way.
+run_case "send bw markers" --crc 1 --markers -- -o send -t bw -c --crc 1 --markers -s "$sizes" -n 20 --max-bytes 64M
+run_case "write lat markers" --crc 1 --markers -- -o write -t lat -c --crc 1 --markers -s "${sizes#0,}" -n 20 --max-bytes 64M
+
+echo "two_process_test: $passed passed, $failed failed"
+if [[ $failed -gt 0 ]]; then
+  printf '  failed: %s\n' "${failures[@]}"
+  exit 1
+fi
