@@ -77,6 +77,10 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context) {
   fab->fid.fid.ops = &g_fabric_fi_ops;
   fab->fid.ops = &g_fabric_ops;
   fab->engine = std::make_unique<Engine>(EngineConfig::from_env());
+  if (!fab->engine->ok()) {  // the reason went to stderr
+    delete fab;
+    return -FI_ENODEV;
+  }
   *out = &fab->fid;
   return 0;
 }

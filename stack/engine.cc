@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 #include "stack/engine_conn.h"
+#include "stack/net/dpdk_transport.h"
 
 namespace softrdma {
 
@@ -26,6 +28,7 @@ bool env_flag(const char* name, bool dflt) {
 
 EngineConfig EngineConfig::from_env() {
   EngineConfig c;
+  c.transport = "dpdk";  // configured engines run the product path by default
   if (const char* t = std::getenv("FI_SOFTRDMA_TRANSPORT"); t && *t) c.transport = t;
   c.crc = env_flag("FI_SOFTRDMA_CRC", c.crc);
   c.markers = env_flag("FI_SOFTRDMA_MARKERS", c.markers);
@@ -40,10 +43,14 @@ EngineConfig EngineConfig::from_env() {
   return c;
 }
 
+// "dpdk": lwIP on DPDK (the product path); "kernel": kernel TCP sockets.
 static std::unique_ptr<net::Transport> make_transport(const std::string& name) {
-  // The DPDK/lwIP transport registers here when built; kernel TCP otherwise.
-  (void)name;
-  return net::make_kernel_tcp_transport();
+  if (name == "kernel") return net::make_kernel_tcp_transport();
+  if (name != "dpdk") {
+    std::fprintf(stderr, "softrdma: unknown transport '%s' (dpdk|kernel)\n", name.c_str());
+    return nullptr;
+  }
+  return net::make_dpdk_transport(net::DpdkTransportConfig::from_env());
 }
 
 Engine::Engine(const EngineConfig& cfg) : Engine(cfg, make_transport(cfg.transport)) {}
@@ -168,6 +175,7 @@ Stats Engine::stats() {
 // thread-safe); waiting happens outside it, on the transport's wait fd, so
 // other threads can post meanwhile. Transports without one are busy-polled.
 int Engine::progress(int timeout_us) {
+  if (!transport_) return -ENODEV;
   auto once = [this] {
     std::lock_guard g(mu_);
     int n = transport_->poll(*this, 0);

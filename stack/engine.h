@@ -43,7 +43,9 @@ using iwarp::Stats;
 using net::Listener;
 
 struct EngineConfig {
-  std::string transport = "kernel";  // "kernel" (TCP sockets)
+  // "dpdk" (lwIP on DPDK: from_env()'s default) or "kernel" (TCP sockets:
+  // a plain EngineConfig{}, as the kernel-TCP tests use).
+  std::string transport = "kernel";
   bool crc = true;          // ask for MPA CRCs (used if either side asks)
   bool markers = false;     // ask the peer to insert MPA markers
   uint8_t mpa_rev = iwarp::kMpaRev2;
@@ -87,7 +89,10 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   Engine& operator=(const Engine&) = delete;
 
   const EngineConfig& config() const { return cfg_; }
-  const char* transport_name() const { return transport_->name(); }
+  // False when the transport could not start (DPDK, a port): every call that
+  // needs it then fails with -ENODEV.
+  bool ok() const { return transport_ != nullptr; }
+  const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
 
   // --- verbs ---
   Pd* alloc_pd();
@@ -122,7 +127,7 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   int progress(int timeout_us);
   // An fd that polls readable when progress() has I/O to do (-1: none, the
   // transport must be busy-polled). For wait objects built on top.
-  int wait_fd() const { return transport_->wait_fd(); }
+  int wait_fd() const { return transport_ ? transport_->wait_fd() : -1; }
   Stats stats();
 
  private:

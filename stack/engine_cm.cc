@@ -63,6 +63,7 @@ bool Engine::poll_cm(CmEvent* ev) {
 
 int Engine::listen(const sockaddr_in& addr, int backlog, Listener** out) {
   std::lock_guard g(mu_);
+  if (!transport_) return -ENODEV;
   return transport_->listen(addr, backlog, out);
 }
 
@@ -92,6 +93,7 @@ int Engine::connect(Qp* qp, const sockaddr_in& peer, const void* pdata, size_t l
   std::lock_guard g(mu_);
   if (len > kMaxPrivateData) return -EINVAL;
   if (qp->state() != QpState::kIdle || qp->conn()) return -EISCONN;
+  if (!transport_) return -ENODEV;
   net::StreamConn* sc = nullptr;
   int rc = transport_->connect(peer, &sc);
   if (rc < 0) return rc;

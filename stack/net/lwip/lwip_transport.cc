@@ -276,6 +276,10 @@ class Stack {
 
   // lwIP glue.
   struct netif* route(const ip4_addr_t* src, const ip4_addr_t* dest);
+  void check_link_states();
+  // While set, routes ignore link state: a static neighbour can be entered
+  // on a link that is not up yet (a memif server before its client).
+  bool route_any_link_state = false;
   const ip4_addr_t* next_hop(struct netif* nif, const ip4_addr_t* dest);
   void note_tcp_tx(struct netif_hint* hint, const uint8_t* frame, uint32_t len);
   static err_t link_output(struct netif* nif, pbuf* p);
@@ -290,7 +294,6 @@ class Stack {
   Link* find_link(int id) const;
   const Route* lookup(uint32_t dest) const;
   void input(Link* l, const RxFrame& f);
-  void check_link_states();
   void retry_blocked();
   void sweep_retired();
   void update_fd_mode();
@@ -932,7 +935,8 @@ struct netif* Stack::route(const ip4_addr_t* src, const ip4_addr_t* dest) {
     break;
   }
   const Route* r = lookup(d);
-  if (r != nullptr && netif_is_up(&r->link->nif) && netif_is_link_up(&r->link->nif)) {
+  if (r != nullptr && netif_is_up(&r->link->nif) &&
+      (route_any_link_state || netif_is_link_up(&r->link->nif))) {
     return &r->link->nif;
   }
   return nullptr;
@@ -1603,7 +1607,15 @@ int LwipStack::add_neighbor(in_addr dest, const uint8_t mac[6]) {
   ip4_addr_set_u32(&ip, dest.s_addr);
   eth_addr ea;
   std::memcpy(ea.addr, mac, ETH_HWADDR_LEN);
-  return etharp_add_static_entry(&ip, &ea) == ERR_OK ? 0 : -EHOSTUNREACH;
+  Stack::get().route_any_link_state = true;
+  err_t e = etharp_add_static_entry(&ip, &ea);
+  Stack::get().route_any_link_state = false;
+  return e == ERR_OK ? 0 : -EHOSTUNREACH;
+}
+
+void LwipStack::sync_link_states() {
+  Locked g;
+  Stack::get().check_link_states();
 }
 
 LwipCounters LwipStack::counters() const {

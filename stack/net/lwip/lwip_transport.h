@@ -93,6 +93,10 @@ class LwipStack {
   // dest. 0 or -errno.
   int add_neighbor(in_addr dest, const uint8_t mac[6]);
 
+  // Brings lwIP's view of every link's state up to date now (poll does it
+  // too): after a link came up, before connecting over it.
+  void sync_link_states();
+
   LwipCounters counters() const;
   // The port's own counters (LinkCounters) of a link. 0 or -ENOENT.
   int link_counters(int link_id, LinkCounters* out) const;

@@ -1,0 +1,338 @@
+// Glue between the engine, the lwIP stack and DPDK ports. Includes neither
+// DPDK nor lwIP headers: ports come from open_dpdk_port(), the stack from
+// LwipStack, each behind its own DPDK- or lwIP-free header.
+#include "stack/net/dpdk_transport.h"
+
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "stack/net/dpdk/port.h"
+#include "stack/net/lwip/lwip_transport.h"
+#include "stack/net/pcap_link.h"
+#include "stack/net/rendezvous.h"
+
+namespace softrdma::net {
+
+namespace {
+
+// FI_SOFTRDMA_DEBUG=1: the mesh says what it does, on stderr.
+bool debug() {
+  static const bool on = [] {
+    const char* v = std::getenv("FI_SOFTRDMA_DEBUG");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+
+in_addr netmask_of(int prefix) {
+  return in_addr{htonl(prefix <= 0 ? 0 : ~uint32_t{0} << (32 - prefix))};
+}
+
+std::string mac_string(const uint8_t m[6]) {
+  char b[18];
+  std::snprintf(b, sizeof(b), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return b;
+}
+
+// The interface that owns this process's virtual address in the embedded
+// mesh: it carries no frames (traffic to ourselves loops inside lwIP, to
+// others goes over their links), it only makes the address local.
+class SelfLink : public FrameLink {
+ public:
+  explicit SelfLink(pid_t pid) : name_("self") { Rendezvous::mac_of(pid, mac_); }
+  int rx_burst(RxFrame*, int) override { return 0; }
+  void rx_release(void*) override {}
+  uint8_t* tx_begin(uint32_t, void**) override { return nullptr; }
+  void tx_commit(void*, uint32_t) override {}
+  void tx_flush() override {}
+  const uint8_t* mac() const override { return mac_; }
+  uint32_t mtu() const override { return 65000; }
+  bool link_up() const override { return true; }
+  bool trusted_checksums() const override { return true; }
+  const std::string& name() const override { return name_; }
+  LinkCounters counters() const override { return {}; }
+
+ private:
+  std::string name_;
+  uint8_t mac_[6];
+};
+
+// The embedded mesh: process-wide, shared by every engine of the process.
+class Mesh {
+ public:
+  static Mesh* get(uint32_t mtu) {
+    static Mesh* m = [mtu] {
+      auto* mesh = new Mesh(mtu);
+      return mesh->ok_ ? mesh : nullptr;
+    }();
+    return m;
+  }
+
+  in_addr self() const { return rv_.self(); }
+
+  // Who serves ip:port, as a virtual address; false if nobody on this host.
+  bool resolve(in_addr ip, uint16_t port, in_addr* out) {
+    std::lock_guard g(mu_);
+    pid_t pid = rv_.resolve(ip, port);
+    if (pid == 0) return false;
+    *out = Rendezvous::address_of(pid);
+    return true;
+  }
+
+  // A link to pid, up and routed, within the deadline.
+  int ensure_link(pid_t pid) {
+    std::lock_guard g(mu_);
+    if (pid == rv_.pid()) return 0;  // ourselves: lwIP loops it back
+    if (!links_.count(pid)) {
+      int rc = pid > rv_.pid() ? open_server(pid) : rv_.send_serve(pid);
+      if (rc < 0) return rc;
+    }
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    for (;;) {
+      serve_locked();  // the peer's LINK answers our SERVE; crossed requests
+      auto it = links_.find(pid);
+      if (it != links_.end() && it->second.port->link_up()) {
+        LwipStack::get().sync_link_states();  // lwIP routes over it from now
+        return 0;
+      }
+      if (std::chrono::steady_clock::now() > end) {
+        if (debug())
+          std::fprintf(stderr, "softrdma[%d]: link to %d not up in time (%s)\n", rv_.pid(), pid,
+                       it == links_.end() ? "no link" : "link down");
+        return -EHOSTUNREACH;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  void serve() {
+    std::unique_lock g(mu_, std::try_to_lock);
+    if (g.owns_lock()) serve_locked();
+  }
+
+  int publish(uint16_t* port) {
+    std::lock_guard g(mu_);
+    return rv_.reserve_and_publish(port);
+  }
+  void withdraw(uint16_t port) {
+    std::lock_guard g(mu_);
+    rv_.withdraw(port);
+  }
+
+ private:
+  struct Link {
+    FrameLink* port;  // owned by LwipStack
+    int id;
+  };
+
+  explicit Mesh(uint32_t mtu) : mtu_(mtu) {
+    if (!rv_.ok()) {
+      std::fprintf(stderr, "softrdma: no rendezvous socket for the memif mesh\n");
+      return;
+    }
+    int id = LwipStack::get().add_link(std::make_unique<SelfLink>(rv_.pid()), rv_.self(),
+                                       in_addr{htonl(~uint32_t{0})}, in_addr{});
+    ok_ = id >= 0;
+  }
+
+  void serve_locked() {
+    Rendezvous::Request r;
+    while (rv_.next_request(&r)) {
+      if (links_.count(r.peer)) continue;
+      if (r.kind == Rendezvous::Request::Kind::kServe) {
+        if (r.peer > rv_.pid()) open_server(r.peer);
+      } else {
+        attach(r.peer, r.name);
+      }
+    }
+  }
+
+  // memif devargs for our end of the link with peer.
+  std::string devargs(pid_t peer, bool server) {
+    uint8_t mac[6];
+    Rendezvous::mac_of(rv_.pid(), mac);
+    return "net_memif" + std::to_string(next_vdev_++) + ",role=" + (server ? "server" : "client") +
+           ",socket=" + rv_.link_name(peer) + ",id=0,mac=" + mac_string(mac);
+  }
+
+  // The lower pid of a pair serves the memif; the peer attaches as client.
+  int open_server(pid_t peer) {
+    if (int rc = add(peer, devargs(peer, true)); rc < 0) return rc;
+    return rv_.send_link(peer, rv_.link_name(peer));
+  }
+
+  int attach(pid_t peer, const std::string& name) {
+    if (name != rv_.link_name(peer)) return -EINVAL;  // not a link of ours
+    return add(peer, devargs(peer, false));
+  }
+
+  // Opens the port and routes the peer's address over it, with a static ARP
+  // entry: the peer answers ARP only for its link address.
+  int add(pid_t peer, const std::string& args) {
+    if (debug()) std::fprintf(stderr, "softrdma[%d]: link to %d: %s\n", rv_.pid(), peer, args.c_str());
+    PortOptions o;
+    o.devargs = args;
+    o.mtu = mtu_;
+    std::string err;
+    std::unique_ptr<FrameLink> port = open_dpdk_port(o, &err);
+    if (!port) {
+      std::fprintf(stderr, "softrdma: memif link to %d: %s\n", peer, err.c_str());
+      return -EHOSTUNREACH;
+    }
+    FrameLink* raw = port.get();
+    port = with_pcap_from_env(std::move(port));
+    // Link addresses only need to differ within this process (100.64/10).
+    in_addr link_ip{htonl(0x64400000u + ++link_seq_)};
+    LwipLinkOptions lo;
+    lo.checksums = LinkChecksums::kNone;  // memif: shared memory, SoftRDMA both ends
+    int id = LwipStack::get().add_link(std::move(port), link_ip, in_addr{htonl(~uint32_t{0})},
+                                       in_addr{}, lo);
+    if (id < 0) return id;
+    in_addr dest = Rendezvous::address_of(peer);
+    uint8_t mac[6];
+    Rendezvous::mac_of(peer, mac);
+    if (int rc = LwipStack::get().add_route(dest, 32, id); rc < 0) return rc;
+    if (int rc = LwipStack::get().add_neighbor(dest, mac); rc < 0) return rc;
+    links_[peer] = Link{raw, id};
+    return 0;
+  }
+
+  std::mutex mu_;
+  Rendezvous rv_;
+  uint32_t mtu_;
+  bool ok_ = false;
+  std::map<pid_t, Link> links_;
+  uint32_t link_seq_ = 0;
+  int next_vdev_ = 0;
+};
+
+// Port mode: one configured device, added once per process.
+bool open_configured_port(const DpdkTransportConfig& cfg) {
+  static const bool ok = [&cfg] {
+    PortOptions o;
+    o.devargs = cfg.devargs;
+    o.mtu = cfg.mtu;
+    o.netns = cfg.netns;
+    std::string err;
+    auto port = open_dpdk_port(o, &err);
+    if (!port) {
+      std::fprintf(stderr, "softrdma: cannot open %s: %s\n", cfg.devargs.c_str(), err.c_str());
+      return false;
+    }
+    LwipLinkOptions lo;
+    lo.default_link = true;
+    int id = LwipStack::get().add_link(with_pcap_from_env(std::move(port)), cfg.addr,
+                                       netmask_of(cfg.prefix), cfg.gateway, lo);
+    return id >= 0;
+  }();
+  return ok;
+}
+
+// The engine's transport: lwIP's, plus the mesh's addressing where needed.
+class DpdkTransport : public Transport {
+ public:
+  DpdkTransport(std::unique_ptr<Transport> inner, Mesh* mesh, in_addr self)
+      : inner_(std::move(inner)), mesh_(mesh), self_(self) {}
+  ~DpdkTransport() override {
+    if (mesh_)
+      for (auto& [l, port] : published_) mesh_->withdraw(port);
+  }
+
+  const char* name() const override { return "dpdk"; }
+
+  // Listeners bind this process's own address; in the mesh their port is
+  // reserved host-wide and published, so 127.0.0.1:port finds them.
+  int listen(const sockaddr_in& addr, int backlog, Listener** out) override {
+    sockaddr_in a = addr;
+    a.sin_addr = self_;
+    uint16_t port = ntohs(addr.sin_port);
+    if (mesh_) {
+      if (int rc = mesh_->publish(&port); rc < 0) return rc;
+      a.sin_port = htons(port);
+    }
+    int rc = inner_->listen(a, backlog, out);
+    if (mesh_) {
+      if (rc < 0) {
+        mesh_->withdraw(port);
+      } else {
+        published_[*out] = port;
+      }
+    }
+    return rc;
+  }
+
+  void close_listener(Listener* l) override {
+    if (auto it = published_.find(l); it != published_.end()) {
+      mesh_->withdraw(it->second);
+      published_.erase(it);
+    }
+    inner_->close_listener(l);
+  }
+
+  int connect(const sockaddr_in& peer, StreamConn** out) override {
+    sockaddr_in a = peer;
+    if (mesh_) {
+      if (!mesh_->resolve(peer.sin_addr, ntohs(peer.sin_port), &a.sin_addr)) return -ECONNREFUSED;
+      if (int rc = mesh_->ensure_link(Rendezvous::pid_of(a.sin_addr)); rc < 0) return rc;
+    }
+    return inner_->connect(a, out);
+  }
+
+  void release(StreamConn* c) override { inner_->release(c); }
+
+  int poll(TransportEvents& ev, int timeout_us) override {
+    if (mesh_) mesh_->serve();  // peers asking for links
+    return inner_->poll(ev, timeout_us);
+  }
+
+  void wake() override { inner_->wake(); }
+  int wait_fd() const override { return inner_->wait_fd(); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  Mesh* mesh_;
+  in_addr self_;
+  std::map<Listener*, uint16_t> published_;
+};
+
+}  // namespace
+
+DpdkTransportConfig DpdkTransportConfig::from_env() {
+  DpdkTransportConfig c;
+  auto env = [](const char* n) -> const char* {
+    const char* v = std::getenv(n);
+    return v && *v ? v : nullptr;
+  };
+  if (const char* v = env("FI_SOFTRDMA_DEVARGS")) c.devargs = v;
+  if (const char* v = env("FI_SOFTRDMA_ADDR")) {
+    std::string s = v;
+    size_t slash = s.find('/');
+    if (slash != std::string::npos) c.prefix = std::atoi(s.c_str() + slash + 1);
+    inet_pton(AF_INET, s.substr(0, slash).c_str(), &c.addr);
+  }
+  if (const char* v = env("FI_SOFTRDMA_GATEWAY")) inet_pton(AF_INET, v, &c.gateway);
+  if (const char* v = env("FI_SOFTRDMA_NETNS")) c.netns = v;
+  if (const char* v = env("FI_SOFTRDMA_MTU")) c.mtu = static_cast<uint32_t>(std::atoi(v));
+  return c;
+}
+
+std::unique_ptr<Transport> make_dpdk_transport(const DpdkTransportConfig& cfg) {
+  if (!cfg.devargs.empty()) {
+    if (!open_configured_port(cfg)) return nullptr;
+    return std::make_unique<DpdkTransport>(make_lwip_transport({.source = cfg.addr}), nullptr,
+                                           cfg.addr);
+  }
+  Mesh* mesh = Mesh::get(cfg.mtu);
+  if (!mesh) return nullptr;
+  return std::make_unique<DpdkTransport>(make_lwip_transport({.source = mesh->self()}), mesh,
+                                         mesh->self());
+}
+
+}  // namespace softrdma::net

@@ -1,0 +1,203 @@
+#include "stack/net/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+
+namespace softrdma::net {
+
+namespace {
+
+std::string pick_dir() {
+  if (const char* d = std::getenv("FI_SOFTRDMA_RUNDIR"); d && *d) return d;
+  for (std::string d : {std::string("/run/softrdma"),
+                        "/tmp/softrdma-" + std::to_string(::getuid())}) {
+    ::mkdir(d.c_str(), 0700);
+    if (::access(d.c_str(), W_OK) == 0) return d;
+  }
+  return ".";
+}
+
+sockaddr_un unix_addr(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+  return a;
+}
+
+std::string ctl_path(const std::string& dir, pid_t pid) {
+  return dir + "/" + std::to_string(pid) + ".ctl";
+}
+
+std::string port_path(const std::string& dir, uint16_t port) {
+  return dir + "/port-" + std::to_string(port);
+}
+
+// Is ip one of this host's own addresses (loopback included)?
+bool is_local(in_addr ip) {
+  if ((ntohl(ip.s_addr) >> 24) == 127) return true;
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = ifs; i && !found; i = i->ifa_next) {
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+      found = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == ip.s_addr;
+  }
+  ::freeifaddrs(ifs);
+  return found;
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous() : dir_(pick_dir()), pid_(::getpid()) {
+  fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return;
+  std::string path = ctl_path(dir_, pid_);
+  ::unlink(path.c_str());  // a pid reused after a crash left its file
+  sockaddr_un a = unix_addr(path);
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+Rendezvous::~Rendezvous() {
+  for (uint16_t p : std::set<uint16_t>(published_)) withdraw(p);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(ctl_path(dir_, pid_).c_str());
+  }
+}
+
+in_addr Rendezvous::address_of(pid_t pid) {
+  return in_addr{htonl(kVirtualNet + static_cast<uint32_t>(pid))};
+}
+
+bool Rendezvous::is_virtual(in_addr a) {
+  return (ntohl(a.s_addr) >> (32 - kVirtualPrefix)) == (kVirtualNet >> (32 - kVirtualPrefix));
+}
+
+pid_t Rendezvous::pid_of(in_addr a) {
+  return is_virtual(a) ? static_cast<pid_t>(ntohl(a.s_addr) - kVirtualNet) : 0;
+}
+
+void Rendezvous::mac_of(pid_t pid, uint8_t mac[6]) {
+  const uint32_t p = static_cast<uint32_t>(pid);
+  const uint8_t m[6] = {0x02, 0x53, 0x52, static_cast<uint8_t>(p >> 16),
+                        static_cast<uint8_t>(p >> 8), static_cast<uint8_t>(p)};
+  std::memcpy(mac, m, 6);
+}
+
+bool Rendezvous::alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+pid_t Rendezvous::resolve(in_addr ip, uint16_t port) const {
+  if (is_virtual(ip)) {
+    pid_t p = pid_of(ip);
+    return alive(p) ? p : 0;
+  }
+  if (!is_local(ip)) return 0;
+  std::ifstream f(port_path(dir_, port));
+  long pid = 0;
+  if (!(f >> pid)) return 0;
+  return alive(static_cast<pid_t>(pid)) ? static_cast<pid_t>(pid) : 0;
+}
+
+int Rendezvous::reserve_and_publish(uint16_t* port) {
+  // A kernel socket bound to 127.0.0.1:port keeps the number ours: no other
+  // process's kernel TCP or SoftRDMA listener can take it meanwhile.
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -errno;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(*port);
+  socklen_t len = sizeof(a);
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    int err = -errno;
+    ::close(s);
+    return err;
+  }
+  *port = ntohs(a.sin_port);
+  // Write then rename: a reader never sees a half-written file.
+  std::string path = port_path(dir_, *port), tmp = path + ".tmp" + std::to_string(pid_);
+  {
+    std::ofstream f(tmp);
+    f << pid_ << "\n";
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = -errno;
+    ::close(s);
+    return err;
+  }
+  reservations_.insert({*port, s});
+  published_.insert(*port);
+  return 0;
+}
+
+void Rendezvous::withdraw(uint16_t port) {
+  if (!published_.erase(port)) return;
+  ::unlink(port_path(dir_, port).c_str());
+  for (auto it = reservations_.begin(); it != reservations_.end(); ++it) {
+    if (it->first == port) {
+      ::close(it->second);
+      reservations_.erase(it);
+      break;
+    }
+  }
+}
+
+std::string Rendezvous::link_name(pid_t peer) const {
+  pid_t lo = std::min(pid_, peer), hi = std::max(pid_, peer);
+  return "softrdma-" + std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+int Rendezvous::send(pid_t peer, const std::string& msg) const {
+  sockaddr_un a = unix_addr(ctl_path(dir_, peer));
+  if (::sendto(fd_, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0)
+    return -errno;
+  return 0;
+}
+
+int Rendezvous::send_link(pid_t peer, const std::string& name) const {
+  return send(peer, "LINK " + std::to_string(pid_) + " " + name);
+}
+
+int Rendezvous::send_serve(pid_t peer) const { return send(peer, "SERVE " + std::to_string(pid_)); }
+
+bool Rendezvous::next_request(Request* r) {
+  char buf[512];
+  for (;;) {
+    ssize_t n = ::recv(fd_, buf, sizeof(buf) - 1, 0);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    long pid = 0;
+    char name[sizeof(buf)] = {};
+    // Other processes of this user write here: check what they say.
+    if (std::sscanf(buf, "LINK %ld %500s", &pid, name) == 2) {
+      r->kind = Request::Kind::kLink;
+    } else if (std::sscanf(buf, "SERVE %ld", &pid) == 1) {
+      r->kind = Request::Kind::kServe;
+    } else {
+      continue;
+    }
+    if (pid <= 0 || pid == pid_ || !alive(static_cast<pid_t>(pid))) continue;
+    r->peer = static_cast<pid_t>(pid);
+    r->name = name;
+    return true;
+  }
+}
+
+}  // namespace softrdma::net

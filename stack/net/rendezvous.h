@@ -1,0 +1,81 @@
+// The embedded default topology: with no configuration, every process on
+// the host reaches every other over the DPDK path. Each process takes a
+// virtual address derived from its pid (10.128.0.0/9 + pid) and answers
+// link requests on a Unix datagram socket in a run directory; a listener
+// publishes its port there so that the addresses users type (127.0.0.1 or
+// the host's own IP, and a port, as with libfabric's tcp provider) lead to
+// the listening process. A connecting process creates a memif link (its
+// side in server role) and asks the peer, through its socket, to attach as
+// the client; each side then routes the other's address over that link.
+//
+// POSIX only: no DPDK or lwIP headers here.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+namespace softrdma::net {
+
+class Rendezvous {
+ public:
+  static constexpr uint32_t kVirtualNet = 0x0a800000;  // 10.128.0.0/9, host order
+  static constexpr int kVirtualPrefix = 9;
+
+  // Creates the run directory (FI_SOFTRDMA_RUNDIR, else /run/softrdma, else
+  // /tmp/softrdma-<uid>) and this process's request socket.
+  Rendezvous();
+  ~Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+  bool ok() const { return fd_ >= 0; }
+
+  static in_addr address_of(pid_t pid);
+  static bool is_virtual(in_addr a);
+  static pid_t pid_of(in_addr a);
+  // Locally administered MAC of a process's links: 02:53:52 + pid.
+  static void mac_of(pid_t pid, uint8_t mac[6]);
+
+  in_addr self() const { return address_of(pid_); }
+  pid_t pid() const { return pid_; }
+
+  // The process that serves ip:port on this host, or 0: a virtual address
+  // names its process; a loopback or local address is looked up in the
+  // published ports. Dead publishers are ignored.
+  pid_t resolve(in_addr ip, uint16_t port) const;
+
+  // A port no other process (kernel sockets included) uses: reserved by a
+  // kernel socket bound to it, held until withdraw(). Then published.
+  int reserve_and_publish(uint16_t* port);
+  void withdraw(uint16_t port);
+
+  // Link set-up messages between processes (Unix datagrams):
+  //  LINK <pid> <name>: attach, as memif client, to my server socket <name>;
+  //  SERVE <pid>: open a memif server for me (I am the higher pid: the lower
+  //  pid of a pair always serves, so crossed requests make one link).
+  struct Request {
+    enum class Kind : uint8_t { kLink, kServe } kind;
+    pid_t peer;
+    std::string name;
+  };
+  int send_link(pid_t peer, const std::string& name) const;
+  int send_serve(pid_t peer) const;
+  // The next pending request, without blocking.
+  bool next_request(Request* r);
+  // The memif socket name (abstract) of the link between this process and peer.
+  std::string link_name(pid_t peer) const;
+
+ private:
+  static bool alive(pid_t pid);
+  int send(pid_t peer, const std::string& msg) const;
+  std::string dir_;
+  pid_t pid_;
+  int fd_ = -1;
+  std::set<uint16_t> published_;
+  std::set<std::pair<uint16_t, int>> reservations_;
+};
+
+}  // namespace softrdma::net
