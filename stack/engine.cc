@@ -34,6 +34,11 @@ EngineConfig EngineConfig::from_env() {
   c.markers = env_flag("FI_SOFTRDMA_MARKERS", c.markers);
   if (const char* r = std::getenv("FI_SOFTRDMA_MPA_REV"); r && *r)
     c.mpa_rev = static_cast<uint8_t>(std::atoi(r) == 1 ? 1 : 2);
+  if (const char* t = std::getenv("FI_SOFTRDMA_THREADING"); t && *t) {
+    if (!std::strcmp(t, "c1")) c.threading = Threading::kC1;
+    if (!std::strcmp(t, "c2")) c.threading = Threading::kC2;
+    if (!std::strcmp(t, "c3")) c.threading = Threading::kC3;
+  }
   if (const char* r = std::getenv("FI_SOFTRDMA_RTR"); r && *r) {
     if (!std::strcmp(r, "none")) c.rtr = iwarp::Rtr::kNone;
     if (!std::strcmp(r, "read")) c.rtr = iwarp::Rtr::kRead;
@@ -56,10 +61,14 @@ static std::unique_ptr<net::Transport> make_transport(const std::string& name) {
 Engine::Engine(const EngineConfig& cfg) : Engine(cfg, make_transport(cfg.transport)) {}
 
 Engine::Engine(const EngineConfig& cfg, std::unique_ptr<net::Transport> transport)
-    : cfg_(cfg), transport_(std::move(transport)) {}
+    : cfg_(cfg), transport_(std::move(transport)) {
+  if (transport_ && cfg_.threading != Threading::kC2) io_thread_ = std::thread([this] { io_loop(); });
+}
 
 Engine::~Engine() {
-  std::lock_guard g(mu_);
+  stop_ = true;
+  if (io_thread_.joinable()) io_thread_.join();
+  ApiLock g(this);
   for (auto& [c, owned] : conns_) {
     if (c->sc) {
       c->sc->abort();
@@ -71,40 +80,40 @@ Engine::~Engine() {
 }
 
 Pd* Engine::alloc_pd() {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   pds_.push_back(std::make_unique<Pd>(Pd{static_cast<uint32_t>(pds_.size() + 1)}));
   return pds_.back().get();
 }
 
 Mr* Engine::reg_mr(Pd* pd, void* addr, uint64_t len, uint32_t access) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   return mrs_.reg(pd, addr, len, access);
 }
 
 int Engine::dereg_mr(uint32_t stag) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   return mrs_.dereg(stag);
 }
 
 Cq* Engine::create_cq(uint32_t depth) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   cqs_.push_back(std::make_unique<Cq>(depth));
   return cqs_.back().get();
 }
 
 void Engine::destroy_cq(Cq* cq) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   std::erase_if(cqs_, [cq](const auto& p) { return p.get() == cq; });
 }
 
 Srq* Engine::create_srq(Pd* pd, uint32_t depth) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   srqs_.push_back(std::make_unique<Srq>(Srq{pd, depth, {}}));
   return srqs_.back().get();
 }
 
 int Engine::post_srq_recv(Srq* srq, const RecvWr& wr) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (wr.num_sge < 0 || wr.num_sge > kMaxSge) return -EINVAL;
   for (int i = 0; i < wr.num_sge; ++i) {
     uint8_t* p;
@@ -120,22 +129,23 @@ int Engine::post_srq_recv(Srq* srq, const RecvWr& wr) {
 }
 
 void Engine::destroy_srq(Srq* srq) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   std::erase_if(srqs_, [srq](const auto& p) { return p.get() == srq; });
 }
 
 Qp* Engine::create_qp(const QpInit& init) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (!init.pd || !init.send_cq || !init.recv_cq) return nullptr;
   iwarp::QpOwner* owner = this;
   auto qp = std::make_unique<Qp>(next_qp_++, init, &mrs_, &stats_, owner);
+  qp->set_defer_tx(cfg_.threading == Threading::kC1);  // c1: the I/O thread transmits
   Qp* raw = qp.get();
   qps_.emplace(raw, std::move(qp));
   return raw;
 }
 
 void Engine::destroy_qp(Qp* qp) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   for (auto it = conns_.begin(); it != conns_.end(); ++it) {
     if (it->first->qp != qp) continue;
     qp->detach_conn();
@@ -152,37 +162,53 @@ void Engine::destroy_qp(Qp* qp) {
 }
 
 int Engine::post_send(Qp* qp, const SendWr& wr) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   return qp->post_send(wr);
 }
 
 int Engine::post_recv(Qp* qp, const RecvWr& wr) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   return qp->post_recv(wr);
 }
 
-int Engine::poll_cq(Cq* cq, Wc* wc, int n) {
-  std::lock_guard g(mu_);
-  return cq->poll(wc, n);
-}
+// No engine lock: the CQ has its own (see cq.h).
+int Engine::poll_cq(Cq* cq, Wc* wc, int n) { return cq->poll(wc, n); }
 
 Stats Engine::stats() {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   return stats_;
 }
 
 // All transport calls happen under the engine lock (transports are not
 // thread-safe); waiting happens outside it, on the transport's wait fd, so
 // other threads can post meanwhile. Transports without one are busy-polled.
+int Engine::progress_once() {
+  std::lock_guard g(mu_);
+  int n = transport_->poll(*this, 0);
+  check_timeouts();
+  if (cfg_.threading == Threading::kC1) {
+    for (auto& [qp, owned] : qps_) {
+      if (qp->tx_pending()) qp->tx_progress();
+    }
+  }
+  return n;
+}
+
 int Engine::progress(int timeout_us) {
   if (!transport_) return -ENODEV;
-  auto once = [this] {
-    std::lock_guard g(mu_);
-    int n = transport_->poll(*this, 0);
-    check_timeouts();
-    return n;
-  };
-  int n = once();
+  if (io_thread_.joinable() && std::this_thread::get_id() != io_thread_.get_id()) {
+    // c1/c3: the engine's thread makes progress; callers only give it time
+    // (a yield at least: with fewer cores than busy threads, a polling
+    // application would otherwise hold the CPU its I/O thread needs).
+    if (timeout_us == 0) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(timeout_us < 0 ? 1000 : std::min(timeout_us, 1000)));
+    }
+    return 0;
+  }
+  int n = progress_once();
   if (n > 0 || timeout_us == 0) return n;
   // Wait in slices so MPA timeouts are noticed even when blocking forever.
   constexpr int kSliceMs = 100;
@@ -190,12 +216,23 @@ int Engine::progress(int timeout_us) {
   if (int fd = transport_->wait_fd(); fd >= 0) {
     pollfd p{fd, POLLIN, 0};
     ::poll(&p, 1, ms);
-    return once();
+    return progress_once();
   }
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while ((n = once()) == 0 && std::chrono::steady_clock::now() < until) {
+  while ((n = progress_once()) == 0 && std::chrono::steady_clock::now() < until) {
   }
   return n;
+}
+
+// The c1/c3 engine thread: poll the port, run TCP/IP, place, complete (and
+// under c1 transmit), without pause: the paper's busy-polling I/O thread.
+void Engine::io_loop() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    // Let a posting thread in first (bounded, so it cannot starve us).
+    for (int i = 0; i < 2000 && waiters_.load(std::memory_order_relaxed) > 0; ++i)
+      __builtin_ia32_pause();
+    progress_once();
+  }
 }
 
 }  // namespace softrdma

@@ -16,11 +16,13 @@
 
 #include <netinet/in.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +44,13 @@ using iwarp::Srq;
 using iwarp::Stats;
 using net::Listener;
 
+// The SoftRDMA paper's threading models (FI_SOFTRDMA_THREADING):
+//  c1: the application thread posts; an I/O thread receives AND transmits.
+//  c2: run to completion: progress runs inside the application's calls.
+//  c3: a receive thread polls the port, runs TCP/IP and placement; the
+//      application thread transmits in its posting calls (the paper's choice).
+enum class Threading : uint8_t { kC1, kC2, kC3 };
+
 struct EngineConfig {
   // "dpdk" (lwIP on DPDK: from_env()'s default) or "kernel" (TCP sockets:
   // a plain EngineConfig{}, as the kernel-TCP tests use).
@@ -51,8 +60,9 @@ struct EngineConfig {
   uint8_t mpa_rev = iwarp::kMpaRev2;
   iwarp::Rtr rtr = iwarp::Rtr::kWrite;  // RTR kind we offer (rev 2); kNone: no p2p
   int mpa_timeout_ms = 5000;
+  Threading threading = Threading::kC2;
 
-  // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR.
+  // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR, _THREADING.
   static EngineConfig from_env();
 };
 
@@ -123,7 +133,8 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
 
   // --- progress ---
   // Runs I/O and timers; waits up to timeout_us (-1: until something happens)
-  // when there is nothing to do. Returns events handled.
+  // when there is nothing to do. Returns events handled. Under c1 and c3 the
+  // engine's own thread does this and calls from other threads only wait.
   int progress(int timeout_us);
   // An fd that polls readable when progress() has I/O to do (-1: none, the
   // transport must be busy-polled). For wait objects built on top.
@@ -147,10 +158,27 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   void drop_conn(ConnReq* c);
   void check_timeouts();
   void emit(CmEvent ev);
+  // engine.cc: progress internals and the c1/c3 thread
+  int progress_once();
+  void io_loop();
+
+  // The engine lock as API calls take it: announced first, so that the
+  // c1/c3 thread, which otherwise retakes the lock back to back, steps aside
+  // (std::mutex is not fair: it would starve the application).
+  struct ApiLock {
+    explicit ApiLock(Engine* e) : e_(e) {
+      e_->waiters_.fetch_add(1, std::memory_order_relaxed);
+      e_->mu_.lock();
+      e_->waiters_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    ~ApiLock() { e_->mu_.unlock(); }
+    Engine* e_;
+  };
 
   EngineConfig cfg_;
   std::unique_ptr<net::Transport> transport_;
   std::mutex mu_;
+  std::atomic<int> waiters_{0};
   iwarp::MrTable mrs_;
   Stats stats_;
   std::vector<std::unique_ptr<Pd>> pds_;
@@ -160,6 +188,8 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   std::unordered_map<ConnReq*, std::unique_ptr<ConnReq>> conns_;
   std::deque<CmEvent> events_;
   uint32_t next_qp_ = 1;
+  std::atomic<bool> stop_{false};
+  std::thread io_thread_;  // c1 and c3 only
 };
 
 }  // namespace softrdma

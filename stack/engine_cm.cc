@@ -54,7 +54,7 @@ iwarp::MpaParams Engine::our_params(const Qp* qp, const void* pdata, size_t len)
 void Engine::emit(CmEvent ev) { events_.push_back(std::move(ev)); }
 
 bool Engine::poll_cm(CmEvent* ev) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (events_.empty()) return false;
   *ev = std::move(events_.front());
   events_.pop_front();
@@ -62,18 +62,18 @@ bool Engine::poll_cm(CmEvent* ev) {
 }
 
 int Engine::listen(const sockaddr_in& addr, int backlog, Listener** out) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (!transport_) return -ENODEV;
   return transport_->listen(addr, backlog, out);
 }
 
 sockaddr_in Engine::listen_addr(Listener* l) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   return l->addr();
 }
 
 void Engine::close_listener(Listener* l) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   // Requests not yet accepted die with their listener.
   for (auto it = conns_.begin(); it != conns_.end();) {
     ConnReq* c = it->first;
@@ -90,7 +90,7 @@ void Engine::close_listener(Listener* l) {
 }
 
 int Engine::connect(Qp* qp, const sockaddr_in& peer, const void* pdata, size_t len) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (len > kMaxPrivateData) return -EINVAL;
   if (qp->state() != QpState::kIdle || qp->conn()) return -EISCONN;
   if (!transport_) return -ENODEV;
@@ -110,7 +110,7 @@ int Engine::connect(Qp* qp, const sockaddr_in& peer, const void* pdata, size_t l
 }
 
 int Engine::accept(ConnReq* req, Qp* qp, const void* pdata, size_t len) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (len > kMaxPrivateData) return -EINVAL;
   if (!conns_.count(req)) return -ENOENT;
   if (req->stage != ConnReq::Stage::kReqReceived) return -ECONNRESET;
@@ -127,7 +127,7 @@ int Engine::accept(ConnReq* req, Qp* qp, const void* pdata, size_t len) {
 }
 
 int Engine::reject(ConnReq* req, const void* pdata, size_t len) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (len > kMaxPrivateData) return -EINVAL;
   if (!conns_.count(req)) return -ENOENT;
   if (req->stage != ConnReq::Stage::kReqReceived) return -ECONNRESET;
@@ -141,7 +141,7 @@ int Engine::reject(ConnReq* req, const void* pdata, size_t len) {
 }
 
 int Engine::disconnect(Qp* qp) {
-  std::lock_guard g(mu_);
+  ApiLock g(this);
   if (!qp->conn()) return -ENOTCONN;
   qp->close();
   return 0;

@@ -5,6 +5,14 @@
 namespace softrdma::iwarp {
 
 void Cq::push(const Wc& wc) {
+  {
+    std::lock_guard g(mu_);
+    push_locked(wc);
+  }
+  if (on_push) on_push();
+}
+
+void Cq::push_locked(const Wc& wc) {
   if (count_ < ring_.size() && spill_.empty()) {
     ring_[(head_ + count_) % ring_.size()] = wc;
     ++count_;
@@ -12,10 +20,10 @@ void Cq::push(const Wc& wc) {
     overrun_ = true;
     spill_.push_back(wc);
   }
-  if (on_push) on_push();
 }
 
 int Cq::poll(Wc* out, int n) {
+  std::lock_guard g(mu_);
   int got = 0;
   for (int pass = 0; pass < 2; ++pass) {
     while (got < n && count_ > 0) {

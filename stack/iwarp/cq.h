@@ -1,10 +1,13 @@
 // Completion queue: a fixed ring of work completions. When it is full the
 // completion that does not fit is kept aside and the CQ reports overrun
 // (like an RNIC's CQ overflow async error) instead of dropping silently.
+// It has its own small lock, so that an application thread polling it never
+// contends for the engine lock with the c1/c3 I/O thread.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include "stack/verbs.h"
@@ -18,16 +21,24 @@ class Cq {
   void push(const Wc& wc);
   // Moves up to n completions into out; returns how many.
   int poll(Wc* out, int n);
-  size_t size() const { return count_ + spill_.size(); }
+  size_t size() const {
+    std::lock_guard g(mu_);
+    return count_ + spill_.size();
+  }
   uint32_t depth() const { return static_cast<uint32_t>(ring_.size()); }
   // True once a completion did not fit the ring (it is kept, not lost).
-  bool overrun() const { return overrun_; }
+  bool overrun() const {
+    std::lock_guard g(mu_);
+    return overrun_;
+  }
 
   // Called after each push (the provider hangs its wait-object signal here).
   std::function<void()> on_push;
   void* user = nullptr;
 
  private:
+  void push_locked(const Wc& wc);
+  mutable std::mutex mu_;
   std::vector<Wc> ring_;
   size_t head_ = 0;
   size_t count_ = 0;

@@ -73,7 +73,7 @@ int Qp::post_send(const SendWr& wr) {
   for (int i = 0; i < wr.num_sge; ++i) e.total += wr.sg_list[i].length;
   if (e.total > UINT32_MAX && wr.opcode != WrOpcode::kWrite) return -EMSGSIZE;
   sq_.push_back(e);
-  if (state_ == QpState::kRts) tx_progress();
+  if (state_ == QpState::kRts && !defer_tx_) tx_progress();
   return 0;
 }
 

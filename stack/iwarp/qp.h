@@ -107,6 +107,8 @@ class Qp {
   void detach_conn() { conn_ = nullptr; }
   const MpaResult& mpa() const { return mpa_; }
 
+  // c1: posting only queues; the engine's I/O thread transmits.
+  void set_defer_tx(bool defer) { defer_tx_ = defer; }
   int post_send(const SendWr& wr);
   int post_recv(const RecvWr& wr);
 
@@ -222,6 +224,7 @@ class Qp {
   bool initiator_ = false;
   bool rtr_pending_tx_ = false;  // initiator still has to send the RTR
   bool rtr_awaited_ = false;     // responder still waits for the RTR
+  bool defer_tx_ = false;
 
   std::deque<SqEntry> sq_;
   std::deque<RecvWr> rq_;
