@@ -1,0 +1,61 @@
+// An Ethernet frame port, as the userspace TCP/IP stack sees it: a DPDK
+// ethdev (memif, af_packet, af_xdp, a PCI NIC) or an in-process test pipe.
+//
+// This header includes neither DPDK nor lwIP: their headers cannot share a
+// translation unit (both define struct ip6_hdr), so the DPDK side implements
+// FrameLink in its own files and the lwIP side consumes it here.
+//
+// Receive is zero-copy: rx_burst lends frames that stay in the port's own
+// buffers (mbufs) until rx_release; each frame comes with a private scratch
+// area inside its buffer where the stack keeps its descriptor (lwIP's
+// pbuf_custom), so wrapping a frame allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace softrdma::net {
+
+struct RxFrame {
+  void* handle;          // the port's buffer (an rte_mbuf*)
+  const uint8_t* data;   // first octet of the Ethernet header
+  uint32_t len;          // frame length (contiguous: ports hand out one segment)
+  void* priv;            // scratch inside the buffer, kFramePrivSize octets
+};
+
+inline constexpr size_t kFramePrivSize = 64;
+
+struct LinkCounters {
+  uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
+  uint64_t rx_dropped = 0, tx_dropped = 0;  // port/ring full, no buffer
+};
+
+class FrameLink {
+ public:
+  virtual ~FrameLink() = default;
+
+  // Up to max received frames; each must be given back with rx_release.
+  virtual int rx_burst(RxFrame* out, int max) = 0;
+  virtual void rx_release(void* handle) = 0;
+
+  // Transmit: a buffer of at least len octets to fill, then commit the frame
+  // (queued; tx_flush pushes the burst). Null when no buffer is free.
+  virtual uint8_t* tx_begin(uint32_t len, void** handle) = 0;
+  virtual void tx_commit(void* handle, uint32_t len) = 0;
+  virtual void tx_flush() = 0;
+
+  virtual const uint8_t* mac() const = 0;  // 6 octets
+  virtual uint32_t mtu() const = 0;        // IP MTU (frame = mtu + 14)
+  virtual bool link_up() const = 0;
+  // True when frames cannot be corrupted between the two stacks (memif,
+  // shared memory) or the NIC checks checksums: the stack may skip them.
+  virtual bool trusted_checksums() const = 0;
+  // An fd that polls readable when frames arrive (interrupt mode), or -1.
+  virtual int rx_wait_fd() { return -1; }
+  virtual void rx_wait_arm() {}
+  virtual const std::string& name() const = 0;
+  virtual LinkCounters counters() const = 0;
+};
+
+}  // namespace softrdma::net
