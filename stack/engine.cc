@@ -39,6 +39,7 @@ EngineConfig EngineConfig::from_env() {
     if (!std::strcmp(t, "c2")) c.threading = Threading::kC2;
     if (!std::strcmp(t, "c3")) c.threading = Threading::kC3;
   }
+  if (const char* w = std::getenv("FI_SOFTRDMA_WATCHDOG_US"); w && *w) c.watchdog_us = std::atoi(w);
   if (const char* r = std::getenv("FI_SOFTRDMA_RTR"); r && *r) {
     if (!std::strcmp(r, "none")) c.rtr = iwarp::Rtr::kNone;
     if (!std::strcmp(r, "read")) c.rtr = iwarp::Rtr::kRead;
@@ -63,11 +64,14 @@ Engine::Engine(const EngineConfig& cfg) : Engine(cfg, make_transport(cfg.transpo
 Engine::Engine(const EngineConfig& cfg, std::unique_ptr<net::Transport> transport)
     : cfg_(cfg), transport_(std::move(transport)) {
   if (transport_ && cfg_.threading != Threading::kC2) io_thread_ = std::thread([this] { io_loop(); });
+  if (transport_ && cfg_.threading == Threading::kC2 && cfg_.watchdog_us > 0)
+    watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
 Engine::~Engine() {
   stop_ = true;
   if (io_thread_.joinable()) io_thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
   ApiLock g(this);
   for (auto& [c, owned] : conns_) {
     if (c->sc) {
@@ -182,8 +186,15 @@ Stats Engine::stats() {
 // All transport calls happen under the engine lock (transports are not
 // thread-safe); waiting happens outside it, on the transport's wait fd, so
 // other threads can post meanwhile. Transports without one are busy-polled.
+static int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 int Engine::progress_once() {
   std::lock_guard g(mu_);
+  last_progress_ns_.store(now_ns(), std::memory_order_relaxed);
   int n = transport_->poll(*this, 0);
   check_timeouts();
   if (cfg_.threading == Threading::kC1) {
@@ -222,6 +233,16 @@ int Engine::progress(int timeout_us) {
   while ((n = progress_once()) == 0 && std::chrono::steady_clock::now() < until) {
   }
   return n;
+}
+
+// c2's safety net: progress only when the application has not made any for
+// watchdog_us, so it costs nothing while the application polls.
+void Engine::watchdog_loop() {
+  const int64_t period = int64_t{cfg_.watchdog_us} * 1000;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(cfg_.watchdog_us));
+    if (now_ns() - last_progress_ns_.load(std::memory_order_relaxed) >= period) progress_once();
+  }
 }
 
 // The c1/c3 engine thread: poll the port, run TCP/IP, place, complete (and

@@ -61,8 +61,13 @@ struct EngineConfig {
   iwarp::Rtr rtr = iwarp::Rtr::kWrite;  // RTR kind we offer (rev 2); kNone: no p2p
   int mpa_timeout_ms = 5000;
   Threading threading = Threading::kC2;
+  // c2: a watchdog thread runs progress when the application has not for
+  // this long, so that queued frames, ACKs and timers move even while it
+  // blocks elsewhere (a userspace stack has no kernel to do it). 0: none.
+  int watchdog_us = 1000;
 
-  // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR, _THREADING.
+  // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR, _THREADING,
+  // _WATCHDOG_US.
   static EngineConfig from_env();
 };
 
@@ -161,6 +166,7 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // engine.cc: progress internals and the c1/c3 thread
   int progress_once();
   void io_loop();
+  void watchdog_loop();
 
   // The engine lock as API calls take it: announced first, so that the
   // c1/c3 thread, which otherwise retakes the lock back to back, steps aside
@@ -190,6 +196,8 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   uint32_t next_qp_ = 1;
   std::atomic<bool> stop_{false};
   std::thread io_thread_;  // c1 and c3 only
+  std::thread watchdog_;   // c2 only
+  std::atomic<int64_t> last_progress_ns_{0};
 };
 
 }  // namespace softrdma

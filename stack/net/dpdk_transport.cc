@@ -218,7 +218,7 @@ bool open_configured_port(const DpdkTransportConfig& cfg) {
   static const bool ok = [&cfg] {
     PortOptions o;
     o.devargs = cfg.devargs;
-    o.mtu = cfg.mtu;
+    o.mtu = cfg.mtu ? cfg.mtu : 1500;
     o.netns = cfg.netns;
     std::string err;
     auto port = open_dpdk_port(o, &err);
@@ -329,7 +329,7 @@ std::unique_ptr<Transport> make_dpdk_transport(const DpdkTransportConfig& cfg) {
     return std::make_unique<DpdkTransport>(make_lwip_transport({.source = cfg.addr}), nullptr,
                                            cfg.addr);
   }
-  Mesh* mesh = Mesh::get(cfg.mtu);
+  Mesh* mesh = Mesh::get(cfg.mtu ? cfg.mtu : 9000);
   if (!mesh) return nullptr;
   return std::make_unique<DpdkTransport>(make_lwip_transport({.source = mesh->self()}), mesh,
                                          mesh->self());

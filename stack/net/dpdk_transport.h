@@ -28,7 +28,10 @@ struct DpdkTransportConfig {
   int prefix = 24;
   in_addr gateway{};
   std::string netns;
-  uint32_t mtu = 1500;
+  // 0: the mode's default. The memif mesh uses 9000 (memif moves jumbo
+  // frames in one buffer when its bsize fits: measured ~3x the bandwidth of
+  // 1500); a configured port 1500, its NIC's usual MTU.
+  uint32_t mtu = 0;
   static DpdkTransportConfig from_env();
 };
 

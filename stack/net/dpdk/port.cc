@@ -303,6 +303,9 @@ class DpdkPortImpl final : public DpdkPort {
   bool intr_armed_ = false;
   uint64_t tx_retry_cycles_ = 0;
   std::vector<rte_mbuf*> rx_mbufs_;
+  // Frames committed but not yet taken by the ring (bounded: tx_begin
+  // refuses beyond it); flushed again on every rx_burst, i.e. every poll.
+  static constexpr size_t kMaxPending = 512;
   std::vector<rte_mbuf*> tx_pending_;
 
   std::atomic<uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
@@ -575,6 +578,7 @@ bool DpdkPortImpl::linearize(rte_mbuf** pm) {
 }
 
 int DpdkPortImpl::rx_burst(RxFrame* out, int max) {
+  if (!tx_pending_.empty()) tx_flush();  // what a full ring refused before
   if (intr_armed_) {
     rte_eth_dev_rx_intr_disable(port_, 0);
     intr_armed_ = false;
@@ -614,6 +618,15 @@ int DpdkPortImpl::rx_burst(RxFrame* out, int max) {
 }
 
 uint8_t* DpdkPortImpl::tx_begin(uint32_t len, void** handle) {
+  // Back-pressure, not loss: while frames wait for a full ring, refuse new
+  // ones (the TCP above keeps its segment and tries again on a later poll).
+  if (tx_pending_.size() >= kMaxPending) {
+    tx_flush();
+    if (tx_pending_.size() >= kMaxPending) {
+      bump(tx_retries_, 1);
+      return nullptr;
+    }
+  }
   rte_mbuf* m = len <= max_tx_frame_ ? rte_pktmbuf_alloc(pool_) : nullptr;
   if (m == nullptr) {
     bump(tx_dropped_, 1);
@@ -653,14 +666,12 @@ void DpdkPortImpl::tx_flush() {
       sent += rte_eth_tx_burst(port_, 0, pkts + sent, n - sent);
     } while (sent < n && rte_get_timer_cycles() < deadline);
   }
-  if (sent < n) {
-    for (uint16_t i = sent; i < n; ++i) bytes -= pkts[i]->pkt_len;
-    rte_pktmbuf_free_bulk(pkts + sent, n - sent);
-    bump(tx_dropped_, n - sent);
-  }
+  // What the ring did not take stays queued, in order, for the next flush:
+  // the peer is a process that may simply not have been scheduled yet.
+  for (uint16_t i = sent; i < n; ++i) bytes -= pkts[i]->pkt_len;
   bump(tx_packets_, sent);
   bump(tx_bytes_, bytes);
-  tx_pending_.clear();
+  tx_pending_.erase(tx_pending_.begin(), tx_pending_.begin() + sent);
 }
 
 void DpdkPortImpl::rx_wait_arm() {
