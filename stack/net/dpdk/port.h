@@ -41,7 +41,8 @@ struct PortOptions {
   std::string netns;
   // memif client: start is retried until the server's socket accepts.
   int start_timeout_ms = 2000;
-  // How long tx_flush keeps retrying a full ring before dropping the rest.
+  // How long tx_flush keeps retrying a full ring before leaving the rest
+  // queued for the next flush (rx_burst flushes too).
   uint32_t tx_retry_us = 100;
   // The one mbuf pool of the process is created by the first open, sized by
   // that open's options; later opens need mtu + 18 <= its data room, so a
@@ -56,7 +57,7 @@ struct DpdkPortCounters {
   uint64_t rx_linearized = 0;    // multi-segment frames copied into one mbuf
   uint64_t rx_oversize = 0;      // dropped: chained frame would not fit one
   uint64_t rx_bad_checksum = 0;  // dropped: NIC flagged a bad checksum
-  uint64_t tx_retries = 0;       // tx_burst calls that found the ring full
+  uint64_t tx_retries = 0;       // full-ring retries and refused tx_begins
   uint64_t hw_missed = 0, hw_rx_errors = 0, hw_tx_errors = 0, hw_rx_nombuf = 0;
 };
 
@@ -74,8 +75,10 @@ class DpdkPort : public FrameLink {
 // with the reason in *error if given (else printed to stderr).
 //
 // The link: tx_begin refuses (null, tx_dropped) frames over mtu + 18 (a
-// VLAN tag allowed) or when the pool is empty; tx_commit queues and pushes
-// a full burst; tx_flush retries a full ring for tx_retry_us, then drops.
+// VLAN tag allowed) or when the pool is empty, and (null, tx_retries) while
+// 512 committed frames wait for a full ring: back-pressure, not loss.
+// tx_commit queues and pushes a full burst; tx_flush retries a full ring for
+// tx_retry_us and keeps what it refused, in order, for later flushes.
 // rx_burst hands out single-segment frames: chains are made contiguous (in
 // place or by copy, rx_linearized) or dropped if longer than the pool's
 // data room (rx_oversize). Lent frames stay valid after the link closes.
