@@ -184,6 +184,7 @@ class Qp {
 
   // qp_tx.cc
   bool tx_next_message();
+  void tx_ctrl(RdmapOpcode op, uint32_t qn, size_t len);
   bool tx_from_sq();
   void tx_from_irq();
   bool tx_fpdu();

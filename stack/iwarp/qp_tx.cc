@@ -43,17 +43,23 @@ void Qp::tx_progress() {
   if (conn_) conn_->tx_flush();
 }
 
+// A control message (Read Request, Terminate, atomics, Immediate Data): a
+// small fixed payload in tx_.ctrl, one untagged message on its queue.
+void Qp::tx_ctrl(RdmapOpcode op, uint32_t qn, size_t len) {
+  tx_.op = op;
+  tx_.qn = qn;
+  tx_.msn = next_msn(qn);
+  tx_.use_ctrl = true;
+  tx_.ctrl_len = static_cast<uint32_t>(len);
+  tx_.total = len;
+}
+
 // Chooses what goes next and fills tx_. Returns false when nothing may go.
 bool Qp::tx_next_message() {
   tx_ = TxMsg{};
   if (!term_frame_.empty() && !term_sent_) {
-    tx_.op = RdmapOpcode::kTerminate;
-    tx_.qn = kQnTerminate;
-    tx_.msn = next_msn(kQnTerminate);
+    tx_ctrl(RdmapOpcode::kTerminate, kQnTerminate, term_frame_.size());
     std::memcpy(tx_.ctrl, term_frame_.data(), term_frame_.size());
-    tx_.ctrl_len = static_cast<uint32_t>(term_frame_.size());
-    tx_.use_ctrl = true;
-    tx_.total = tx_.ctrl_len;
     tx_.origin = TxMsg::Origin::kTerminate;
     return tx_.active = true;
   }
@@ -67,13 +73,8 @@ bool Qp::tx_next_message() {
       tx_.op = RdmapOpcode::kSend;
       tx_.msn = next_msn(kQnSend);
     } else {
-      tx_.op = RdmapOpcode::kRdmaReadReq;
-      tx_.qn = kQnReadReq;
-      tx_.msn = next_msn(kQnReadReq);
-      tx_.use_ctrl = true;
-      tx_.ctrl_len = sizeof(ReadReqPayload);
+      tx_ctrl(RdmapOpcode::kRdmaReadReq, kQnReadReq, sizeof(ReadReqPayload));
       std::memset(tx_.ctrl, 0, sizeof(ReadReqPayload));
-      tx_.total = tx_.ctrl_len;
       orq_.push_back(OrqEntry{.wr_id = 0, .opcode = WrOpcode::kRead, .signaled = false,
                               .last_piece = false, .sink_stag = 0, .sink_to = 0,
                               .remaining = 0, .wr_bytes = 0, .atomic_id = 0, .result_addr = 0});
@@ -93,15 +94,10 @@ void Qp::tx_from_irq() {
   IrqEntry& r = irq_.front();
   tx_.origin = TxMsg::Origin::kIrq;
   if (r.atomic) {
-    tx_.op = RdmapOpcode::kAtomicResp;
-    tx_.qn = kQnAtomicResp;
-    tx_.msn = next_msn(kQnAtomicResp);
+    tx_ctrl(RdmapOpcode::kAtomicResp, kQnAtomicResp, sizeof(AtomicRespPayload));
     auto* a = reinterpret_cast<AtomicRespPayload*>(tx_.ctrl);
     a->req_id.set(r.atomic_id);
     a->orig_value.set(r.orig);
-    tx_.use_ctrl = true;
-    tx_.ctrl_len = sizeof(AtomicRespPayload);
-    tx_.total = tx_.ctrl_len;
     return;
   }
   tx_.op = RdmapOpcode::kRdmaReadResp;
@@ -153,12 +149,9 @@ bool Qp::tx_from_sq() {
         tx_.total = e.total;
         return true;
       }
-      tx_.op = se ? RdmapOpcode::kImmDataSe : RdmapOpcode::kImmData;
-      tx_.msn = next_msn(kQnSend);
+      tx_ctrl(se ? RdmapOpcode::kImmDataSe : RdmapOpcode::kImmData, kQnSend,
+              sizeof(ImmDataPayload));
       reinterpret_cast<ImmDataPayload*>(tx_.ctrl)->data.set(wr.imm_data);
-      tx_.use_ctrl = true;
-      tx_.ctrl_len = sizeof(ImmDataPayload);
-      tx_.total = tx_.ctrl_len;
       return true;
     case WrOpcode::kRead: {
       // One Read Request per SGE; the WR completes with the last response.
@@ -171,12 +164,7 @@ bool Qp::tx_from_sq() {
       rr->read_size.set(sink.length);
       rr->src_stag.set(wr.rkey);
       rr->src_to.set(wr.remote_addr + offset);
-      tx_.op = RdmapOpcode::kRdmaReadReq;
-      tx_.qn = kQnReadReq;
-      tx_.msn = next_msn(kQnReadReq);
-      tx_.use_ctrl = true;
-      tx_.ctrl_len = sizeof(ReadReqPayload);
-      tx_.total = tx_.ctrl_len;
+      tx_ctrl(RdmapOpcode::kRdmaReadReq, kQnReadReq, sizeof(ReadReqPayload));
       orq_.push_back(OrqEntry{.wr_id = wr.wr_id, .opcode = wr.opcode,
                               .signaled = (wr.flags & kWrSignaled) != 0,
                               .last_piece = e.phase + 1 == phases(wr), .sink_stag = sink.lkey,
@@ -199,12 +187,7 @@ bool Qp::tx_from_sq() {
       a->add_swap_mask.set(cas ? ~uint64_t{0} : 0);
       a->compare.set(cas ? wr.compare_add : 0);
       a->compare_mask.set(~uint64_t{0});
-      tx_.op = RdmapOpcode::kAtomicReq;
-      tx_.qn = kQnAtomicReq;
-      tx_.msn = next_msn(kQnAtomicReq);
-      tx_.use_ctrl = true;
-      tx_.ctrl_len = sizeof(AtomicReqPayload);
-      tx_.total = tx_.ctrl_len;
+      tx_ctrl(RdmapOpcode::kAtomicReq, kQnAtomicReq, sizeof(AtomicReqPayload));
       orq_.push_back(OrqEntry{.wr_id = wr.wr_id, .opcode = wr.opcode,
                               .signaled = (wr.flags & kWrSignaled) != 0, .last_piece = true,
                               .sink_stag = 0, .sink_to = 0, .remaining = 8, .wr_bytes = 8,
