@@ -1,6 +1,9 @@
 // fi_getinfo: what softrdma offers (FI_EP_MSG, FI_MSG, FI_RMA, FI_ATOMIC over
-// iWARP) and honest matching of an application's hints against it. Anything
-// the provider cannot do returns -FI_ENODATA; unknown flag bits are ignored.
+// iWARP) and honest matching of an application's hints against it, with the
+// rules libfabric's own providers follow (prov/util/src/util_attr.c:
+// ofi_check_info and ofi_alter_info): a hinted size or limit is a minimum the
+// provider must meet, and what matches is echoed back. Anything the provider
+// cannot do returns -FI_ENODATA; unknown flag bits are ignored.
 #include <arpa/inet.h>
 #include <netdb.h>
 
@@ -16,16 +19,24 @@ namespace {
 constexpr uint64_t kPrimaryCaps = FI_MSG | FI_RMA | FI_ATOMIC;
 constexpr uint64_t kSecondaryCaps = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
                                     FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
-constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps | FI_RMA_EVENT;
+constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                              FI_REMOTE_WRITE;
+// FI_REMOTE_CQ_DATA is no capability bit, but some applications put it there.
+constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps | FI_RMA_EVENT | FI_REMOTE_CQ_DATA;
 constexpr uint64_t kDefaultCaps = FI_MSG | FI_RMA | kSecondaryCaps;
 // Keys are STags the provider picks, addresses are virtual: what an iWARP
 // RNIC needs too. No FI_MR_LOCAL: unregistered local buffers are fine.
-constexpr uint64_t kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+constexpr int kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 constexpr uint64_t kMsgOrder = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR |
                                FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAR | FI_ORDER_SAW |
                                FI_ORDER_SAS;
+constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
+                                FI_DELIVERY_COMPLETE;
+constexpr uint64_t kRxOpFlags = FI_COMPLETION;
 constexpr size_t kMaxQueue = 65536;
 constexpr size_t kMaxMsg = UINT32_MAX;  // completions carry 32-bit lengths
+constexpr size_t kKeySize = sizeof(uint32_t);
+constexpr size_t kCqDataSize = sizeof(uint64_t);  // RFC 7306 Immediate Data
 
 size_t param_size(const char* name, size_t dflt) {
   size_t v = dflt;
@@ -33,26 +44,54 @@ size_t param_size(const char* name, size_t dflt) {
   return v;
 }
 
-bool caps_ok(const fi_info* h) {
-  return (h->caps & ~kCaps & ~FI_REMOTE_CQ_DATA) == 0;  // remote CQ data: see mode
+// Says why hints do not match (FI_LOG_LEVEL=info shows it) and fails.
+bool reject(const char* why) {
+  FI_INFO(&g_prov, FI_LOG_CORE, "hints not supported: %s\n", why);
+  return false;
 }
 
-// The mr_mode rules of fi_domain(3): what we require must be a subset of
-// what the application can do, unless it uses no remote access at all.
-bool mr_mode_ok(uint32_t version, uint64_t caps, int hint, int* out) {
+// An enum field of the caller's hints as the int a C caller may have put
+// there: reading an out-of-range value as the C++ enum is undefined.
+template <typename E>
+int raw(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+bool valid_threading(const fi_threading& t) {
+  return raw(t) >= FI_THREAD_UNSPEC && raw(t) <= FI_THREAD_ENDPOINT;
+}
+bool valid_progress(const fi_progress& p) {
+  return raw(p) >= FI_PROGRESS_UNSPEC && raw(p) <= FI_PROGRESS_MANUAL;
+}
+
+// The provider's side of the fi_domain(3) mr_mode rules. *out is the mode to
+// report; false: the application cannot do what RMA here needs.
+bool match_mr_mode(uint32_t version, const fi_domain_attr* hd, uint64_t caps, int* out) {
   const bool remote = caps & (FI_RMA | FI_ATOMIC);
-  if (hint == FI_MR_BASIC) hint = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  if (hint == FI_MR_UNSPEC && FI_VERSION_LT(version, FI_VERSION(1, 5))) hint = kMrMode;
-  if (hint == FI_MR_SCALABLE) hint = 0;
-  if ((kMrMode & ~static_cast<uint64_t>(hint)) == 0) {
-    *out = static_cast<int>(kMrMode);
+  const bool legacy = FI_VERSION_LT(version, FI_VERSION(1, 5));
+  if (!hd) {  // no preference: state our needs
+    *out = legacy ? FI_MR_BASIC : kMrMode;
     return true;
   }
+  const int hint = hd->mr_mode;
   if (!remote) {  // keys and addresses never cross the wire
-    *out = 0;
+    *out = legacy || (hint & (FI_MR_BASIC | FI_MR_SCALABLE)) ? hint : 0;
     return true;
   }
-  return false;
+  if (hint & FI_MR_SCALABLE) return false;  // application-chosen keys at offsets
+  if (hint & FI_MR_BASIC) {  // the old name of VIRT_ADDR|ALLOCATED|PROV_KEY
+    *out = FI_MR_BASIC;
+    return legacy || hint == FI_MR_BASIC;
+  }
+  if (legacy) {  // FI_MR_UNSPEC: the provider chooses, BASIC here
+    *out = FI_MR_BASIC;
+    return hint == FI_MR_UNSPEC;
+  }
+  *out = kMrMode;
+  return (hint & kMrMode) == kMrMode;
 }
 
 int set_addrs(const char* node, const char* service, uint64_t flags, const fi_info* hints,
@@ -98,11 +137,67 @@ int set_addrs(const char* node, const char* service, uint64_t flags, const fi_in
   return 0;
 }
 
-// Says why hints do not match (FI_LOG_LEVEL=info shows it) and fails.
-bool reject(const char* why) {
-  FI_INFO(&g_prov, FI_LOG_CORE, "hints not supported: %s\n", why);
-  return false;
+// Endpoint attributes the hints may ask for (ofi_check_ep_attr).
+bool check_ep(const fi_ep_attr* he, uint64_t caps) {
+  if (!he) return true;
+  if (he->type != FI_EP_UNSPEC && he->type != FI_EP_MSG)
+    return reject("endpoint type (FI_EP_MSG only)");
+  if (he->protocol != FI_PROTO_UNSPEC && he->protocol != FI_PROTO_IWARP)
+    return reject("protocol (iWARP only)");
+  if (he->protocol_version > 1) return reject("protocol version");
+  if (he->max_msg_size > kMaxMsg) return reject("max_msg_size");
+  if (he->tx_ctx_cnt > 1 || he->rx_ctx_cnt > 1) return reject("multiple or shared contexts");
+  if (he->auth_key_size) return reject("authentication keys");
+  if ((caps & (FI_RMA | FI_ATOMIC)) &&
+      (he->max_order_raw_size > kMaxMsg || he->max_order_war_size > kMaxMsg ||
+       he->max_order_waw_size > kMaxMsg))
+    return reject("max_order sizes");
+  return true;
 }
+
+bool check_domain(const fi_domain_attr* hd, size_t cq_data_size) {
+  if (!hd) return true;
+  if (hd->name && std::strcmp(hd->name, "softrdma0") != 0) return reject("domain name");
+  if (!valid_threading(hd->threading)) return reject("threading level");
+  if (!valid_progress(hd->control_progress) || !valid_progress(hd->data_progress))
+    return reject("progress model");
+  if (raw(hd->resource_mgmt) < FI_RM_UNSPEC || raw(hd->resource_mgmt) > FI_RM_ENABLED)
+    return reject("resource management");
+  if (hd->cq_data_size > cq_data_size) return reject("cq_data_size (8 with FI_RX_CQ_DATA mode)");
+  if (hd->mr_key_size && hd->mr_key_size < kKeySize) return reject("mr_key_size < 4");
+  if (hd->mr_iov_limit > 1) return reject("mr_iov_limit");
+  if (hd->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return reject("domain caps");
+  if (hd->max_err_data > max_cm_data()) return reject("max_err_data");
+  return true;
+}
+
+bool check_tx(const fi_tx_attr* ht, size_t inject_size) {
+  if (!ht) return true;
+  if (ht->caps & ~kCaps) return reject("tx caps");
+  if (ht->op_flags & ~kTxOpFlags) return reject("tx op_flags");
+  if (ht->msg_order & ~kMsgOrder) return reject("tx msg_order");
+  if (ht->comp_order & ~FI_ORDER_NONE) return reject("tx comp_order");
+  if (ht->inject_size > inject_size) return reject("inject_size");
+  if (ht->size > kMaxQueue) return reject("tx size");
+  if (ht->iov_limit > kMaxIov) return reject("tx iov_limit");
+  if (ht->rma_iov_limit > 1) return reject("rma_iov_limit");
+  return true;
+}
+
+bool check_rx(const fi_rx_attr* hr) {
+  if (!hr) return true;
+  if (hr->caps & ~kCaps) return reject("rx caps");
+  if (hr->op_flags & ~kRxOpFlags) return reject("rx op_flags");
+  if (hr->msg_order & ~kMsgOrder) return reject("rx msg_order");
+  if (hr->comp_order & ~FI_ORDER_NONE) return reject("rx comp_order");
+  if (hr->total_buffered_recv) return reject("total_buffered_recv (no buffering)");
+  if (hr->size > kMaxQueue) return reject("rx size");
+  if (hr->iov_limit > kMaxIov) return reject("rx iov_limit");
+  return true;
+}
+
+// A hinted value if there is one, else ours.
+size_t hinted(size_t hint, size_t ours) { return hint ? hint : ours; }
 
 // Fills info from our capabilities, narrowed by hints; false: no match.
 bool fill(uint32_t version, const fi_info* h, fi_info* info) {
@@ -111,55 +206,54 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   const fi_tx_attr* ht = h ? h->tx_attr : nullptr;
   const fi_rx_attr* hr = h ? h->rx_attr : nullptr;
   const fi_fabric_attr* hf = h ? h->fabric_attr : nullptr;
+  const uint64_t hcaps = h ? h->caps : 0;
 
-  if (he && he->type != FI_EP_UNSPEC && he->type != FI_EP_MSG) return reject("endpoint type (FI_EP_MSG only)");
-  if (he && he->protocol != FI_PROTO_UNSPEC && he->protocol != FI_PROTO_IWARP) return reject("protocol (iWARP only)");
-  if (h && !caps_ok(h)) return reject("capabilities");
+  if (hcaps & ~kCaps) return reject("capabilities");
   if (h && h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
       h->addr_format != FI_SOCKADDR_IN)
     return reject("address format (FI_SOCKADDR_IN only)");
   if (hf && hf->name && std::strcmp(hf->name, "softrdma") != 0) return reject("fabric name");
-  if (hd && hd->name && std::strcmp(hd->name, "softrdma0") != 0) return reject("domain name");
 
-  uint64_t caps = (h && h->caps) ? (h->caps | (kSecondaryCaps & ~FI_RMA_EVENT)) : kDefaultCaps;
-  if (h && h->caps && !(h->caps & (FI_RMA | FI_ATOMIC)))
-    caps &= ~(FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
   // Remote CQ data (RFC 7306 Immediate Data) consumes a posted receive at
   // the target: the application must accept FI_RX_CQ_DATA mode for it.
   const bool rx_cq_data = h && (h->mode & FI_RX_CQ_DATA);
-  if ((caps & FI_REMOTE_CQ_DATA) && !rx_cq_data) return reject("FI_REMOTE_CQ_DATA needs FI_RX_CQ_DATA mode");
-  info->mode = rx_cq_data ? FI_RX_CQ_DATA : 0;
+  if ((hcaps & FI_REMOTE_CQ_DATA) && !rx_cq_data)
+    return reject("FI_REMOTE_CQ_DATA needs FI_RX_CQ_DATA mode");
+  const size_t cq_data_size = rx_cq_data ? kCqDataSize : 0;
+  const size_t inject_size = param_size("inject_size", 512);
 
+  // Asked-for primary caps plus all secondary ones (ofi_get_caps).
+  uint64_t caps = hcaps ? (hcaps | kSecondaryCaps) : kDefaultCaps;
+  if (hcaps && !(hcaps & (FI_RMA | FI_ATOMIC))) caps &= ~kRmaCaps;
   int mr_mode = 0;
-  const int hint_mr = hd ? hd->mr_mode : FI_MR_UNSPEC;
-  if (!mr_mode_ok(version, caps, hint_mr, &mr_mode)) {
+  if (!match_mr_mode(version, hd, caps, &mr_mode)) {
     // Unasked-for RMA is dropped rather than failing a plain query (rxm
     // opens its fabric this way); asked-for RMA needs the MR modes.
-    if (h && h->caps) return reject("mr_mode: need VIRT_ADDR|ALLOCATED|PROV_KEY for RMA");
-    caps &= ~(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
-    mr_mode_ok(version, caps, hint_mr, &mr_mode);
+    if (hcaps) return reject("mr_mode: need VIRT_ADDR|ALLOCATED|PROV_KEY (or FI_MR_BASIC) for RMA");
+    caps &= ~kRmaCaps;
+    match_mr_mode(version, hd, caps, &mr_mode);
   }
+  if (!check_ep(he, caps) || !check_domain(hd, cq_data_size) || !check_tx(ht, inject_size) ||
+      !check_rx(hr))
+    return false;
+
   info->caps = caps;
-  if (hd && hd->mr_key_size && hd->mr_key_size < sizeof(uint32_t)) return reject("mr_key_size < 4");
-  if (hd && hd->cq_data_size > sizeof(uint64_t)) return reject("cq_data_size > 8");
-  if (hd && hd->threading != FI_THREAD_UNSPEC && hd->threading > FI_THREAD_COMPLETION &&
-      hd->threading != FI_THREAD_SAFE)
-    return reject("threading level");
-  for (fi_progress p : {hd ? hd->control_progress : FI_PROGRESS_UNSPEC,
-                        hd ? hd->data_progress : FI_PROGRESS_UNSPEC}) {
-    if (p == FI_PROGRESS_AUTO) return reject("FI_PROGRESS_AUTO");
-  }
+  info->mode = rx_cq_data ? FI_RX_CQ_DATA : 0;
 
   fi_domain_attr* d = info->domain_attr;
   d->name = strdup("softrdma0");
   d->threading = (hd && hd->threading) ? hd->threading : FI_THREAD_SAFE;
-  d->control_progress = FI_PROGRESS_MANUAL;
-  d->data_progress = FI_PROGRESS_MANUAL;
+  // Manual unless asked: FI_PROGRESS_AUTO costs a thread (progress.cc).
+  auto progress = [](fi_progress hint) {
+    return hint == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+  };
+  d->control_progress = progress(hd ? hd->control_progress : FI_PROGRESS_UNSPEC);
+  d->data_progress = progress(hd ? hd->data_progress : FI_PROGRESS_UNSPEC);
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = FI_AV_UNSPEC;
   d->mr_mode = mr_mode;
-  d->mr_key_size = sizeof(uint32_t);
-  d->cq_data_size = rx_cq_data ? sizeof(uint64_t) : 0;
+  d->mr_key_size = kKeySize;
+  d->cq_data_size = cq_data_size;
   d->cq_cnt = 1024;
   d->ep_cnt = 65536;
   d->tx_ctx_cnt = 1;
@@ -169,6 +263,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   d->mr_iov_limit = 1;
   d->mr_cnt = 1u << 20;
   d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+  d->max_err_data = max_cm_data();
 
   fi_fabric_attr* f = info->fabric_attr;
   f->name = strdup("softrdma");
@@ -186,33 +281,27 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   e->tx_ctx_cnt = 1;
   e->rx_ctx_cnt = 1;
 
-  auto size = [](size_t hint, size_t dflt) { return hint ? std::min(hint, kMaxQueue) : dflt; };
+  // Sizes and limits: the hinted value (a minimum we meet) or our default.
   fi_tx_attr* t = info->tx_attr;
   t->caps = caps & ~(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE);
   t->mode = info->mode;
-  t->op_flags = ht ? (ht->op_flags & (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
-                                      FI_DELIVERY_COMPLETE))
-                   : 0;
+  t->op_flags = ht ? ht->op_flags : 0;
   t->msg_order = kMsgOrder;
   t->comp_order = FI_ORDER_NONE;
-  t->inject_size = param_size("inject_size", 512);
-  t->size = size(ht ? ht->size : 0, param_size("tx_size", 256));
-  t->iov_limit = kMaxSge;
+  t->inject_size = hinted(ht ? ht->inject_size : 0, inject_size);
+  t->size = hinted(ht ? ht->size : 0, std::min(param_size("tx_size", 256), kMaxQueue));
+  t->iov_limit = hinted(ht ? ht->iov_limit : 0, kMaxIov);
   t->rma_iov_limit = 1;
-  if (ht && ht->inject_size > t->inject_size) return reject("inject_size");
-  if (ht && ht->iov_limit > kMaxSge) return reject("tx iov_limit");
 
   fi_rx_attr* r = info->rx_attr;
   r->caps = caps & ~(FI_SEND | FI_READ | FI_WRITE);
   r->mode = info->mode;
-  r->op_flags = hr ? (hr->op_flags & FI_COMPLETION) : 0;
+  r->op_flags = hr ? hr->op_flags : 0;
   r->msg_order = kMsgOrder;
   r->comp_order = FI_ORDER_NONE;
   r->total_buffered_recv = 0;
-  r->size = size(hr ? hr->size : 0, param_size("rx_size", 256));
-  r->iov_limit = kMaxSge;
-  if (hr && hr->iov_limit > kMaxSge) return reject("rx iov_limit");
-  if ((ht && ht->msg_order & ~kMsgOrder) || (hr && hr->msg_order & ~kMsgOrder)) return reject("msg_order");
+  r->size = hinted(hr ? hr->size : 0, std::min(param_size("rx_size", 256), kMaxQueue));
+  r->iov_limit = hinted(hr ? hr->iov_limit : 0, kMaxIov);
   return true;
 }
 

@@ -1,10 +1,6 @@
 // Completion queues: engine work completions become fi_cq entries in the
 // format the application chose; errors carry a libfabric code and, as
 // prov_errno, the iWARP Terminate's cause.
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstring>
 
@@ -25,37 +21,41 @@ size_t entry_size(fi_cq_format f) {
 }
 
 // Engine completion -> CQ item (or nothing, for an unreported success).
-bool translate(const Wc& wc, CqItem* out) {
-  Op* op = reinterpret_cast<Op*>(wc.wr_id);
-  Ep* ep = op->ep;
+bool translate(Wc wc, CqItem* out) {
+  Op* op = op_done(&wc);
+  if (!op) return false;  // more of this operation to come
   fi_cq_err_entry& e = out->e;
   e = {};
   e.op_context = op->context;
   e.flags = op->flags;
-  bool report = op->report;
-  if (wc.status == WcStatus::kSuccess) {
-    cntr_add(op->cntr, false);
+  int err = cq_error(wc.status);
+  if (err == 0) {
     if (wc.opcode == WcOpcode::kRecvRdmaImm) {  // the target of fi_writedata
       e.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
       e.data = wc.imm_data;
-      cntr_add(ep->rwrite_cntr, false);
-    } else if (wc.opcode == WcOpcode::kRecv) {
-      e.len = wc.byte_len;
-      e.buf = op->buf;
+      cntr_add(op->ep->rwrite_cntr, false);
+      free_op(op);
+      out->error = false;
+      return true;  // consumed a receive: always reported (FI_RX_CQ_DATA)
+    }
+    if (wc.opcode == WcOpcode::kRecv) {
+      err = recv_done(op, wc, &e);
     } else {
       e.len = op->len;
     }
-    free_op(op);
-    out->error = false;
-    return report;
   }
-  cntr_add(op->cntr, true);
-  e.err = cq_error(wc.status);
-  e.prov_errno = static_cast<int>(wc.vendor_err);
-  if (wc.status == WcStatus::kLocLenErr) e.olen = op->len;
+  cntr_add(op->cntr, err != 0);
+  const bool report = err != 0 || op->report;
+  if (err != 0) {
+    e.err = err;
+    e.prov_errno = prov_errno(wc.status, wc.vendor_err);
+    FI_INFO(&g_prov, FI_LOG_CQ, "error completion: %s (%s, vendor 0x%x) op flags 0x%llx len %zu\n",
+            fi_strerror(err), to_string(wc.status), wc.vendor_err,
+            static_cast<unsigned long long>(op->flags), op->len);
+  }
   free_op(op);
-  out->error = true;
-  return true;
+  out->error = err != 0;
+  return report;
 }
 
 ssize_t cq_read(fid_cq* f, void* buf, size_t count) { return from_fid<Cq>(f)->read(buf, count, nullptr); }
@@ -75,14 +75,15 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* out, uint64_t flags) {
   return 1;
 }
 
+// Blocks until a completion, the timeout, or fi_cq_signal (-FI_EAGAIN).
 ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void*, int timeout) {
   auto* cq = from_fid<Cq>(f);
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
   for (;;) {
     ssize_t n = cq->read(buf, count, src);
     if (n != -FI_EAGAIN) return n;
+    if (cq->signaled.exchange(false)) return -FI_EAGAIN;
     if (timeout >= 0 && std::chrono::steady_clock::now() >= end) return -FI_EAGAIN;
-    std::lock_guard g(cq->dom->fab->mu);
     cq->dom->fab->progress(timeout == 0 ? 0 : 1000);
   }
 }
@@ -92,8 +93,9 @@ ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeo
 }
 
 int cq_signal(fid_cq* f) {
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(from_fid<Cq>(f)->efd, &one, sizeof(one));
+  auto* cq = from_fid<Cq>(f);
+  cq->signaled = true;
+  cq->wait.signal();
   return 0;
 }
 
@@ -103,30 +105,22 @@ const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t 
     buf = tmp;
     len = sizeof(tmp);
   }
-  return term_string(static_cast<uint32_t>(prov_errno), buf, len);
+  return prov_errno_string(prov_errno, buf, len);
 }
 
 int cq_control(fid* f, int command, void* arg) {
-  auto* cq = from_fid<Cq>(f);
-  if (command == FI_GETWAIT) {
-    *static_cast<int*>(arg) = cq->epfd;
-    return 0;
-  }
-  if (command == FI_GETWAITOBJ) {
-    *static_cast<fi_wait_obj*>(arg) = FI_WAIT_FD;
-    return 0;
-  }
-  return -FI_ENOSYS;
+  return from_fid<Cq>(f)->wait.control(command, arg);
 }
 
 int cq_close(fid* f) {
   auto* cq = from_fid<Cq>(f);
+  Fabric* fab = cq->dom->fab;
   {
-    std::lock_guard g(cq->dom->fab->mu);
-    cq->dom->fab->engine->destroy_cq(cq->ecq);
+    std::lock_guard g(fab->mu);
+    std::erase(fab->cqs, cq);
+    fab->engine->destroy_cq(cq->ecq);
   }
-  if (cq->epfd >= 0) ::close(cq->epfd);
-  if (cq->efd >= 0) ::close(cq->efd);
+  cq->wait.close();
   delete cq;
   return 0;
 }
@@ -150,13 +144,9 @@ void Cq::reap() {
 
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
   std::lock_guard g(dom->fab->mu);
+  if (ready.empty()) dom->fab->progress();
   if (ready.empty()) {
-    dom->fab->progress();
-    reap();
-  }
-  if (ready.empty()) {
-    uint64_t v;
-    [[maybe_unused]] ssize_t r = ::read(efd, &v, sizeof(v));  // re-arm the wait fd
+    wait.drain();  // re-arm the wait fd
     return -FI_EAGAIN;
   }
   if (ready.front().error) return -FI_EAVAIL;
@@ -193,16 +183,13 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   }
   // The wait fd: readable on a new completion or on transport activity (a
   // reader then calls fi_cq_read, which progresses).
-  cq->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  int efd = cq->efd;
-  cq->ecq->on_push = [efd] {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(efd, &one, sizeof(one));
-  };
-  cq->epfd = ::epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{.events = EPOLLIN, .data = {}};
-  ::epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &ev);
-  if (int tfd = dom->fab->engine->wait_fd(); tfd >= 0) ::epoll_ctl(cq->epfd, EPOLL_CTL_ADD, tfd, &ev);
+  cq->wait.open(dom->fab);
+  const WaitFd* w = &cq->wait;
+  cq->ecq->on_push = [w] { w->signal(); };
+  {
+    std::lock_guard g(dom->fab->mu);
+    dom->fab->cqs.push_back(cq);
+  }
   *out = &cq->fid;
   return 0;
 }

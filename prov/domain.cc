@@ -62,6 +62,9 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
     std::lock_guard g(fab->mu);
     dom->pd = fab->engine->alloc_pd();
   }
+  const fi_domain_attr* da = info ? info->domain_attr : nullptr;
+  if (da && (da->data_progress == FI_PROGRESS_AUTO || da->control_progress == FI_PROGRESS_AUTO))
+    fab->start_auto_progress();
   dom->fid.fid.fclass = FI_CLASS_DOMAIN;
   dom->fid.fid.context = context;
   dom->fid.fid.ops = &g_domain_fi_ops;

@@ -1,8 +1,5 @@
 // Event queues: CM events (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN) and errors
 // (rejects with the peer's private data, unreachable peers, broken streams).
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstring>
 
@@ -14,24 +11,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void signal_fd(int fd) {
-  if (fd < 0) return;
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
-}
-
-void drain_fd(int fd) {
-  if (fd < 0) return;
-  uint64_t v;
-  [[maybe_unused]] ssize_t n = ::read(fd, &v, sizeof(v));
-}
-
 ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) {
   auto* eq = from_fid<Eq>(f);
   std::lock_guard g(eq->fab->mu);
   eq->fab->progress();
   if (eq->items.empty()) {
-    drain_fd(eq->efd);
+    eq->wait.drain();
     return -FI_EAGAIN;
   }
   EqItem& it = eq->items.front();
@@ -96,25 +81,16 @@ const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t 
     buf = tmp;
     len = sizeof(tmp);
   }
-  return term_string(static_cast<uint32_t>(prov_errno), buf, len);
+  return prov_errno_string(prov_errno, buf, len);
 }
 
 int eq_control(fid* f, int command, void* arg) {
-  auto* eq = from_fid<Eq>(f);
-  if (command == FI_GETWAIT) {
-    *static_cast<int*>(arg) = eq->efd;
-    return 0;
-  }
-  if (command == FI_GETWAITOBJ) {
-    *static_cast<fi_wait_obj*>(arg) = FI_WAIT_FD;
-    return 0;
-  }
-  return -FI_ENOSYS;
+  return from_fid<Eq>(f)->wait.control(command, arg);
 }
 
 int eq_close(fid* f) {
   auto* eq = from_fid<Eq>(f);
-  if (eq->efd >= 0) ::close(eq->efd);
+  eq->wait.close();
   for (EqItem& it : eq->items) {  // CONNREQ infos nobody will read
     if (!it.error && it.event == FI_CONNREQ)
       fi_freeinfo(reinterpret_cast<fi_eq_cm_entry*>(it.buf.data())->info);
@@ -130,7 +106,7 @@ fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read, eq_readerr, eq_write, eq_sread
 
 void Eq::push(EqItem item) {
   items.push_back(std::move(item));
-  signal_fd(efd);
+  wait.signal();
 }
 
 void Eq::purge(fid_t f) {
@@ -147,7 +123,7 @@ int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context) {
   eq->fid.fid.context = context;
   eq->fid.fid.ops = &g_eq_fi_ops;
   eq->fid.ops = &g_eq_ops;
-  eq->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  eq->wait.open(eq->fab);
   *out = &eq->fid;
   return 0;
 }

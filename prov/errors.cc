@@ -2,6 +2,7 @@
 // statuses to libfabric codes, and a Terminate's cause to readable text.
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "prov/prov.h"
 #include "stack/iwarp/wire.h"
@@ -24,6 +25,10 @@ int fi_error(int neg_errno) {
     case ETIMEDOUT: return -FI_ETIMEDOUT;
     case EADDRINUSE: return -FI_EADDRINUSE;
     case EPROTO: return -FI_EIO;
+    case EREMOTEIO: return -FI_EREMOTEIO;
+    case EPIPE: return -FI_ECONNABORTED;
+    case EHOSTUNREACH: return -FI_EHOSTUNREACH;
+    case ENETUNREACH: return -FI_ENETUNREACH;
     default: return -FI_EOTHER;
   }
 }
@@ -44,12 +49,25 @@ int cq_error(WcStatus s) {
   return FI_EOTHER;
 }
 
-// prov_errno is a Terminate's cause packed as (layer << 12 | etype << 8 | ecode).
-const char* term_string(uint32_t prov_errno, char* buf, size_t len) {
+// The engine's vendor_err is a Terminate's cause (layer << 12 | etype << 8 |
+// ecode) or, for a stream that failed under the QP (status kFatalErr with no
+// layer bits), the transport's errno. prov_errno keeps causes positive and
+// makes errnos negative so that the two never read alike.
+int prov_errno(WcStatus s, uint32_t vendor_err) {
+  if (s == WcStatus::kFatalErr && vendor_err != 0 && (vendor_err >> 12) == 0)
+    return -static_cast<int>(vendor_err);
+  return static_cast<int>(vendor_err);
+}
+
+const char* prov_errno_string(int prov_errno, char* buf, size_t len) {
   static const char* kLayer[] = {"RDMAP", "DDP", "MPA"};
-  unsigned layer = (prov_errno >> 12) & 0xf, etype = (prov_errno >> 8) & 0xf,
-           ecode = prov_errno & 0xff;
-  if (prov_errno == 0) {
+  if (prov_errno < 0) {
+    std::snprintf(buf, len, "transport: %s", std::strerror(-prov_errno));
+    return buf;
+  }
+  const auto v = static_cast<uint32_t>(prov_errno);
+  unsigned layer = (v >> 12) & 0xf, etype = (v >> 8) & 0xf, ecode = v & 0xff;
+  if (v == 0) {
     std::snprintf(buf, len, "no Terminate");
   } else {
     std::snprintf(buf, len, "iWARP Terminate: layer %s, error type %u, error code 0x%02x",

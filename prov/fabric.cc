@@ -1,5 +1,5 @@
-// fi_fabric: one engine per fabric; progress; CM events routed to the EQs of
-// the passive and active endpoints they concern.
+// fi_fabric: one engine per fabric; CM events routed to the EQs of the
+// passive and active endpoints they concern.
 #include <cstdlib>
 #include <cstring>
 
@@ -38,19 +38,34 @@ EqItem err_item(fid_t f, int err, int prov_errno, const std::vector<uint8_t>& da
 
 int fabric_close(fid* f) {
   auto* fab = from_fid<Fabric>(f);
+  fab->stop_auto_progress();
   delete fab;
   return 0;
 }
 
+// 0 only when sleeping on the wait fds is safe: nothing is ready yet and
+// something other than the application's own calls will wake the sleeper
+// (Fabric::can_block). Otherwise the caller must keep reading, and that is
+// what -FI_EAGAIN tells it.
 int fabric_trywait(fid_fabric* f, fid** fids, int count) {
   auto* fab = from_fid<Fabric>(f);
   std::lock_guard g(fab->mu);
   fab->progress();
+  bool cm = false;
   for (int i = 0; i < count; ++i) {
-    if (fids[i]->fclass == FI_CLASS_CQ && !from_fid<Cq>(fids[i])->ready.empty()) return -FI_EAGAIN;
-    if (fids[i]->fclass == FI_CLASS_EQ && !from_fid<Eq>(fids[i])->items.empty()) return -FI_EAGAIN;
+    switch (fids[i]->fclass) {
+      case FI_CLASS_CQ:
+        if (!from_fid<Cq>(fids[i])->ready.empty()) return -FI_EAGAIN;
+        break;
+      case FI_CLASS_EQ:
+        if (!from_fid<Eq>(fids[i])->items.empty()) return -FI_EAGAIN;
+        cm = true;
+        break;
+      default:
+        return -FI_EINVAL;  // counters have no wait fd
+    }
   }
-  return 0;
+  return fab->can_block(cm) ? 0 : -FI_EAGAIN;
 }
 
 int no_wait_open(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
@@ -83,11 +98,6 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context) {
   }
   *out = &fab->fid;
   return 0;
-}
-
-void Fabric::progress(int timeout_us) {
-  engine->progress(timeout_us);
-  dispatch_cm();
 }
 
 void Fabric::dispatch_cm() {
@@ -134,7 +144,9 @@ void Fabric::dispatch_cm() {
           e->context = f->context;
           ep->eq->push(std::move(it));
         } else {
-          ep->eq->push(err_item(f, -fi_error(ev.status), static_cast<int>(ev.term), {}));
+          // A Terminate's cause, else the stream's -errno (see errors.cc).
+          int prov_errno = ev.term ? static_cast<int>(ev.term) : ev.status;
+          ep->eq->push(err_item(f, -fi_error(ev.status), prov_errno, {}));
         }
         break;
       default:

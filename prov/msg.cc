@@ -1,4 +1,13 @@
 // fi_ops_msg: Sends and receives over RDMAP Send messages (RFC 5040 §5.3).
+//
+// Remote CQ data with a Send (fi_senddata): RDMAP has no Send with
+// Immediate, and RFC 7306 Immediate Data is a message of its own that would
+// consume a second receive. So the 8 bytes travel as a trailer after the
+// payload, in the same Send, marked by the Solicited Event bit (which
+// libfabric has no other use for). Every receive is posted with an 8-byte
+// slot after the caller's buffers: a trailer lands right after the payload
+// (in the caller's buffer if it has room, else in the slot), and the
+// completion takes it out. Sends without data are unchanged on the wire.
 #include <cstring>
 
 #include "prov/prov.h"
@@ -8,6 +17,8 @@ namespace softrdma::prov {
 
 namespace {
 
+constexpr size_t kTrailer = sizeof(uint64_t);
+
 ssize_t do_recv(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, uint64_t flags) {
   std::lock_guard g(ep->dom->fab->mu);
   if (!ep->qp) return -FI_EOPBADSTATE;
@@ -16,6 +27,9 @@ ssize_t do_recv(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, 
   Op* op = new_op(ep, ctx, FI_RECV | FI_MSG, flags | ep->rx_flags, false, ep->recv_cntr);
   op->buf = count ? iov[0].iov_base : nullptr;
   op->len = iov_bytes(iov, count);
+  std::copy(iov, iov + count, op->iov);
+  op->iov_count = count;
+  wr.sg_list[wr.num_sge++] = Sge{reinterpret_cast<uint64_t>(&op->trailer), kTrailer, 0};
   wr.wr_id = reinterpret_cast<uint64_t>(op);
   int rc = ep->dom->fab->engine->post_recv(ep->qp, wr);
   if (rc != 0) {
@@ -25,11 +39,13 @@ ssize_t do_recv(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, 
   return 0;
 }
 
-// report: false for fi_inject, which never completes to the CQ.
+// report: false for fi_inject, which never completes to the CQ. data: the
+// remote CQ data to append, or null.
 ssize_t do_send(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, uint64_t flags,
-                bool report) {
+                bool report, const uint64_t* data) {
   std::lock_guard g(ep->dom->fab->mu);
   if (!ep->qp) return -FI_EOPBADSTATE;
+  if (data && !ep->info->domain_attr->cq_data_size) return -FI_EINVAL;  // not offered
   SendWr wr{.opcode = WrOpcode::kSend};
   Op* op = new_op(ep, ctx, FI_SEND | FI_MSG, flags | ep->tx_flags, true, ep->send_cntr);
   op->len = iov_bytes(iov, count);
@@ -39,8 +55,59 @@ ssize_t do_send(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, 
     free_op(op);
     return -FI_EINVAL;
   }
+  if (data) {
+    op->trailer = *data;
+    wr.sg_list[wr.num_sge++] = Sge{reinterpret_cast<uint64_t>(&op->trailer), kTrailer, 0};
+    wr.flags |= kWrSolicited;
+  }
   return post_send(ep, wr, op);
 }
+
+// The trailer's 8 bytes at offset off of the receive's buffers + slot.
+uint64_t read_trailer(const Op* op, size_t off) {
+  uint8_t out[kTrailer];
+  size_t got = 0;
+  for (size_t i = 0; i < op->iov_count && got < kTrailer; ++i) {
+    const size_t len = op->iov[i].iov_len;
+    if (off >= len) {
+      off -= len;
+      continue;
+    }
+    const size_t n = std::min(len - off, kTrailer - got);
+    std::memcpy(out + got, static_cast<const uint8_t*>(op->iov[i].iov_base) + off, n);
+    got += n;
+    off = 0;
+  }
+  std::memcpy(out + got, reinterpret_cast<const uint8_t*>(&op->trailer) + off, kTrailer - got);
+  uint64_t v;
+  std::memcpy(&v, out, sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+// FI_ETRUNC: a Send longer than buffers + slot is refused whole by iWARP
+// (a DDP Terminate, engine status kLocLenErr), nothing placed, excess
+// unknown. One that only reached into the slot is truncated here.
+int recv_done(Op* op, const Wc& wc, fi_cq_err_entry* e) {
+  e->buf = op->buf;
+  if (wc.flags & kWcSolicited) {  // carries remote CQ data
+    if (wc.byte_len < kTrailer) return FI_EIO;
+    e->len = wc.byte_len - kTrailer;
+    e->data = read_trailer(op, e->len);
+    e->flags |= FI_REMOTE_CQ_DATA;
+    return 0;
+  }
+  if (wc.byte_len > op->len) {
+    e->len = op->len;
+    e->olen = wc.byte_len - op->len;
+    return FI_ETRUNC;
+  }
+  e->len = wc.byte_len;
+  return 0;
+}
+
+namespace {
 
 ssize_t msg_recv(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t, void* ctx) {
   iovec v{buf, len};
@@ -54,27 +121,28 @@ ssize_t msg_recvmsg(fid_ep* f, const fi_msg* m, uint64_t flags) {
 }
 ssize_t msg_send(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t, void* ctx) {
   iovec v{const_cast<void*>(buf), len};
-  return do_send(from_fid<Ep>(f), &v, &desc, 1, ctx, 0, true);
+  return do_send(from_fid<Ep>(f), &v, &desc, 1, ctx, 0, true, nullptr);
 }
 ssize_t msg_sendv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t, void* ctx) {
-  return do_send(from_fid<Ep>(f), iov, desc, count, ctx, 0, true);
+  return do_send(from_fid<Ep>(f), iov, desc, count, ctx, 0, true, nullptr);
 }
 ssize_t msg_sendmsg(fid_ep* f, const fi_msg* m, uint64_t flags) {
-  if (flags & FI_REMOTE_CQ_DATA) return -FI_EOPNOTSUPP;
-  return do_send(from_fid<Ep>(f), m->msg_iov, m->desc, m->iov_count, m->context, flags, true);
+  return do_send(from_fid<Ep>(f), m->msg_iov, m->desc, m->iov_count, m->context, flags, true,
+                 (flags & FI_REMOTE_CQ_DATA) ? &m->data : nullptr);
 }
 ssize_t msg_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t) {
   iovec v{const_cast<void*>(buf), len};
-  return do_send(from_fid<Ep>(f), &v, nullptr, 1, nullptr, FI_INJECT, false);
+  return do_send(from_fid<Ep>(f), &v, nullptr, 1, nullptr, FI_INJECT, false, nullptr);
 }
-// Send with remote CQ data has no standard iWARP message (RFC 7306 gives
-// Immediate Data as a message of its own, consuming its own receive), so
-// FI_REMOTE_CQ_DATA is offered for RMA writes only (fi_writedata).
-ssize_t msg_senddata(fid_ep*, const void*, size_t, void*, uint64_t, fi_addr_t, void*) {
-  return -FI_EOPNOTSUPP;
+ssize_t msg_senddata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t,
+                     void* ctx) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_send(from_fid<Ep>(f), &v, &desc, 1, ctx, FI_REMOTE_CQ_DATA, true, &data);
 }
-ssize_t msg_injectdata(fid_ep*, const void*, size_t, uint64_t, fi_addr_t) {
-  return -FI_EOPNOTSUPP;
+ssize_t msg_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t) {
+  iovec v{const_cast<void*>(buf), len};
+  return do_send(from_fid<Ep>(f), &v, nullptr, 1, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA, false,
+                 &data);
 }
 
 ssize_t no_tsend(fid_ep*, const void*, size_t, void*, fi_addr_t, uint64_t, void*) {

@@ -6,10 +6,12 @@
 // from_fid<T>(). One softrdma::Engine per fabric carries everything.
 //
 // Progress and locking: the provider makes progress inside the calls the
-// application already makes (fi_cq_read/sread, fi_eq_read/sread, fi_cntr_read
-// and posting): FI_PROGRESS_MANUAL. One recursive mutex per fabric guards all
-// provider state; the engine has its own lock and never calls back into the
-// provider except through a CQ's push hook, which only writes an eventfd.
+// application already makes (fi_cq_read/sread, fi_eq_read/sread, fi_cntr_read,
+// fi_trywait): FI_PROGRESS_MANUAL; a domain opened for FI_PROGRESS_AUTO adds
+// a thread that does the same (progress.cc). One recursive mutex per fabric
+// guards all provider state and is not held while waiting in the engine; the
+// engine has its own lock and never calls back into the provider except
+// through a CQ's push hook, which only writes an eventfd.
 #pragma once
 
 #include <netinet/in.h>
@@ -32,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stack/engine.h"
@@ -39,6 +42,10 @@
 namespace softrdma::prov {
 
 extern struct fi_provider g_prov;
+
+// Caller iovecs per operation: one engine SGE is kept for the trailer that
+// carries remote CQ data with a message (msg.cc).
+inline constexpr size_t kMaxIov = kMaxSge - 1;
 
 template <typename T, typename F>
 T* from_fid(F* f) {
@@ -54,13 +61,43 @@ size_t max_cm_data();              // CM private data an endpoint may carry
 // --- errors.cc ---
 int fi_error(int neg_errno);                  // -errno -> -FI_E*
 int cq_error(WcStatus s);                     // completion status -> FI_E* (positive)
-const char* term_string(uint32_t prov_errno, char* buf, size_t len);
+int prov_errno(WcStatus s, uint32_t vendor_err);  // see errors.cc
+const char* prov_errno_string(int prov_errno, char* buf, size_t len);
 
 struct Eq;
 struct Cq;
+struct Fabric;
+
+// --- wait.cc --- An FI_WAIT_FD wait object (see wait.cc).
+struct WaitFd {
+  int efd = -1;   // eventfd: the object gained an entry
+  int epfd = -1;  // what FI_GETWAIT hands out: efd + the transport's fd
+  void open(Fabric* fab);
+  void close();
+  void signal() const;
+  void drain() const;
+  int control(int command, void* arg) const;  // FI_GETWAIT, FI_GETWAITOBJ
+};
 struct Cntr;
 struct Pep;
 struct Ep;
+
+struct Op;
+
+// Operation records, recycled rather than allocated per operation: chunks
+// are never freed before the fabric, so a completion that arrives after its
+// endpoint closed (flushed work) still finds its record. Guarded by the
+// fabric's lock, as every posting and reaping path holds it.
+class OpPool {
+ public:
+  Op* get();
+  void put(Op* op);
+  ~OpPool();
+
+ private:
+  std::vector<Op*> chunks_;
+  std::vector<Op*> free_;
+};
 
 struct Fabric {
   fid_fabric fid;
@@ -68,9 +105,23 @@ struct Fabric {
   std::recursive_mutex mu;
   std::map<Listener*, Pep*> peps;
   std::map<Qp*, Ep*> eps;
-  // Drives the engine and routes its CM events to the EQs.
+  std::vector<Cq*> cqs;
+  OpPool ops;
+  // --- progress.cc ---
+  // Drives the engine (waiting up to timeout_us for I/O, without holding
+  // mu), then routes its CM events to the EQs and its completions to the
+  // CQs (and so to the counters).
   void progress(int timeout_us = 0);
-  void dispatch_cm();
+  void dispatch_cm();  // fabric.cc
+  // Whether a wait fd can be slept on: something other than the
+  // application's own calls will make it readable (fi_trywait). cm: for
+  // EQ events, which only the provider makes out of the engine's.
+  bool can_block(bool cm) const;
+  // FI_PROGRESS_AUTO: a thread of the fabric's own makes progress.
+  void start_auto_progress();
+  void stop_auto_progress();
+  std::thread auto_thread;
+  std::atomic<bool> auto_stop{false};
 };
 
 struct Domain {
@@ -96,7 +147,7 @@ struct Eq {
   Fabric* fab;
   std::deque<EqItem> items;
   std::vector<uint8_t> last_err_data;  // valid until the next read
-  int efd = -1;                        // eventfd for FI_WAIT_FD
+  WaitFd wait;
   void push(EqItem item);
   void purge(fid_t f);
 };
@@ -113,8 +164,8 @@ struct Cq {
   iwarp::Cq* ecq;
   fi_cq_format format;
   std::deque<CqItem> ready;
-  int efd = -1;
-  int epfd = -1;  // what FI_GETWAIT hands out: efd + the transport's fd
+  WaitFd wait;
+  std::atomic<bool> signaled{false};  // fi_cq_signal: end one fi_cq_sread
   ssize_t read(void* buf, size_t count, fi_addr_t* src);
   void reap();    // engine completions -> ready
 };
@@ -134,15 +185,27 @@ struct MemRegion {
 // The provider's record of one posted operation: what the completion must
 // say and who else must hear of it. The engine's wr_id points here.
 struct Op {
-  Ep* ep;
-  void* context;
-  uint64_t flags;       // FI_SEND|FI_MSG, FI_RECV|FI_MSG, FI_READ|FI_RMA, ...
-  bool report;          // a CQ entry on success (FI_COMPLETION)
-  Cntr* cntr;
-  void* buf;
-  size_t len;
-  std::vector<uint8_t> inject;  // owned copy for inject
+  OpPool* pool = nullptr;
+  Ep* ep = nullptr;
+  void* context = nullptr;
+  uint64_t flags = 0;           // FI_SEND|FI_MSG, FI_RECV|FI_MSG, FI_READ|FI_RMA, ...
+  bool report = false;          // a CQ entry on success (FI_COMPLETION)
+  Cntr* cntr = nullptr;
+  void* buf = nullptr;
+  size_t len = 0;
+  std::vector<uint8_t> inject;  // owned copy for inject (capacity kept across uses)
   uint64_t result = 0;          // atomic without fetch: the value lands here
+  // Messages with remote CQ data (msg.cc): the 8 bytes after the payload.
+  // A receive lists its buffers, then this slot, so the trailer lands right
+  // after the payload, in the caller's buffer or here.
+  uint64_t trailer = 0;
+  iovec iov[kMaxSge] = {};
+  size_t iov_count = 0;
+  // FI_DELIVERY_COMPLETE (post.cc): engine work requests still to complete
+  // for this operation, and the first error among them.
+  bool delivery = false;
+  int pending = 1;
+  Wc first_error{};
 };
 
 struct Pep {
@@ -196,6 +259,12 @@ extern fi_ops_tagged g_tagged_ops;
 Op* new_op(Ep* ep, void* context, uint64_t flags, uint64_t op_flags, bool tx, Cntr* cntr);
 void free_op(Op* op);
 ssize_t post_send(Ep* ep, SendWr& wr, Op* op);
+// The operation an engine completion belongs to, once all of its work
+// requests are done (see post.cc); null while some are outstanding. *wc
+// becomes the completion that speaks for the whole operation.
+Op* op_done(Wc* wc);
+// A receive's completion: e's len/flags/data from wc; 0 or an FI_E* error.
+int recv_done(Op* op, const Wc& wc, fi_cq_err_entry* e);
 void cntr_add(Cntr* c, bool error);
 
 // libfabric's "not supported here" entries, so that no table has a hole.

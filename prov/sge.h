@@ -16,7 +16,7 @@ inline size_t iov_bytes(const iovec* iov, size_t count) {
 // A descriptor names an MR (its STag becomes the SGE's lkey); none is fine:
 // the provider requires no FI_MR_LOCAL.
 inline bool fill_sges(Sge* sg, int* n, const iovec* iov, void** desc, size_t count) {
-  if (count > static_cast<size_t>(kMaxSge)) return false;
+  if (count > kMaxIov) return false;
   for (size_t i = 0; i < count; ++i) {
     auto* mr = desc ? static_cast<MemRegion*>(desc[i]) : nullptr;
     sg[i] = Sge{reinterpret_cast<uint64_t>(iov[i].iov_base), static_cast<uint32_t>(iov[i].iov_len),
@@ -32,14 +32,17 @@ inline bool fill_sges(Sge* sg, int* n, const iovec* iov, void** desc, size_t cou
 inline bool inject_copy(Ep* ep, Op* op, const iovec* iov, size_t count, SendWr* wr) {
   size_t total = iov_bytes(iov, count);
   if (total > ep->info->tx_attr->inject_size) return false;
+  wr->num_sge = 0;
+  if (total == 0) return true;  // nothing to copy (the buffer may be null)
   op->inject.resize(total);
   size_t off = 0;
   for (size_t i = 0; i < count; ++i) {
-    std::memcpy(op->inject.data() + off, iov[i].iov_base, iov[i].iov_len);
+    if (iov[i].iov_len) std::memcpy(op->inject.data() + off, iov[i].iov_base, iov[i].iov_len);
     off += iov[i].iov_len;
   }
   wr->num_sge = 1;
-  wr->sg_list[0] = Sge{reinterpret_cast<uint64_t>(op->inject.data()), static_cast<uint32_t>(total), 0};
+  wr->sg_list[0] =
+      Sge{reinterpret_cast<uint64_t>(op->inject.data()), static_cast<uint32_t>(total), 0};
   return true;
 }
 

@@ -1,0 +1,55 @@
+// Wait objects (FI_WAIT_FD) for CQs and EQs: what FI_GETWAIT hands out is an
+// epoll fd over an eventfd (signalled when the object gains an entry) and,
+// under manual progress, the transport's own fd, so that traffic nobody has
+// progressed yet also wakes the waiter, who then calls fi_cq_read or
+// fi_eq_read and progresses. With the auto-progress thread running, the
+// thread turns traffic into entries itself and only the eventfd is needed.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "prov/prov.h"
+
+namespace softrdma::prov {
+
+void WaitFd::open(Fabric* fab) {
+  efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epfd = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{.events = EPOLLIN, .data = {}};
+  ::epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev);
+  int tfd = fab->engine->wait_fd();
+  if (tfd >= 0 && !fab->auto_thread.joinable()) ::epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev);
+}
+
+void WaitFd::close() {
+  if (epfd >= 0) ::close(epfd);
+  if (efd >= 0) ::close(efd);
+  epfd = efd = -1;
+}
+
+void WaitFd::signal() const {
+  if (efd < 0) return;
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(efd, &one, sizeof(one));
+}
+
+void WaitFd::drain() const {
+  if (efd < 0) return;
+  uint64_t v;
+  [[maybe_unused]] ssize_t n = ::read(efd, &v, sizeof(v));
+}
+
+int WaitFd::control(int command, void* arg) const {
+  switch (command) {
+    case FI_GETWAIT:
+      *static_cast<int*>(arg) = epfd;
+      return 0;
+    case FI_GETWAITOBJ:
+      *static_cast<fi_wait_obj*>(arg) = FI_WAIT_FD;
+      return 0;
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
+}  // namespace softrdma::prov
