@@ -19,8 +19,10 @@ enum Access : uint32_t {
 };
 
 // A scatter/gather element: registered memory named by its local key (STag).
-// lkey 0 means "not registered" and is accepted only for sends and inline
-// data, which the engine copies to the transport before completing.
+// lkey 0 means "not registered": the application vouches for the memory
+// itself. That is guaranteed for the sources of Sends and Writes, receive
+// buffers and atomic result buffers (local memory only the local engine
+// touches); a Read's sink needs an STag the peer can name.
 struct Sge {
   uint64_t addr = 0;
   uint32_t length = 0;
