@@ -22,7 +22,8 @@ enum Access : uint32_t {
 // lkey 0 means "not registered": the application vouches for the memory
 // itself. That is guaranteed for the sources of Sends and Writes, receive
 // buffers and atomic result buffers (local memory only the local engine
-// touches); a Read's sink needs an STag the peer can name.
+// touches). A Read's sink with lkey 0 goes out as sink STag 0: this engine
+// checks Read Responses against its own records, other RNICs may not.
 struct Sge {
   uint64_t addr = 0;
   uint32_t length = 0;
