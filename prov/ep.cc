@@ -102,42 +102,18 @@ int ep_control(fid* f, int command, void* arg) {
   }
 }
 
-int ep_getopt(fid_t, int level, int name, void* val, size_t* len) {
-  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  if (name == FI_OPT_CM_DATA_SIZE) {
-    if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
-    *static_cast<size_t*>(val) = max_cm_data();
-    *len = sizeof(size_t);
-    return 0;
-  }
-  return -FI_ENOPROTOOPT;
-}
-
-int ep_setopt(fid_t, int, int, const void*, size_t) { return -FI_ENOPROTOOPT; }
 ssize_t ep_cancel(fid_t, void*) { return -FI_ENOENT; }  // posted work only ends by completion
-int no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-int no_rctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-ssize_t no_left(fid_ep*) { return -FI_ENOSYS; }
 
 int ep_getname(fid_t f, void* addr, size_t* len) {
   auto* ep = from_fid<Ep>(f);
-  size_t have = *len;
-  *len = sizeof(sockaddr_in);
-  if (have < sizeof(sockaddr_in)) return -FI_ETOOSMALL;
   std::lock_guard g(ep->dom->fab->mu);
   sockaddr_in a = local_addr();
   if (ep->qp && ep->qp->conn()) a = ep->qp->conn()->local_addr();
-  std::memcpy(addr, &a, sizeof(a));
-  return 0;
+  return copy_name(a, addr, len);
 }
 
 int ep_getpeer(fid_ep* f, void* addr, size_t* len) {
-  auto* ep = from_fid<Ep>(f);
-  size_t have = *len;
-  *len = sizeof(sockaddr_in);
-  if (have < sizeof(sockaddr_in)) return -FI_ETOOSMALL;
-  std::memcpy(addr, &ep->peer, sizeof(sockaddr_in));
-  return 0;
+  return copy_name(from_fid<Ep>(f)->peer, addr, len);
 }
 
 int ep_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
@@ -173,10 +149,9 @@ int ep_shutdown(fid_ep* f, uint64_t) {
 
 int no_listen(fid_pep*) { return -FI_ENOSYS; }
 int no_reject(fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
-int no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) { return -FI_ENOSYS; }
 
 fi_ops g_ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, no_ops_open, nullptr, nullptr};
-fi_ops_ep g_ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, no_ctx, no_rctx,
+fi_ops_ep g_ep_ops = {sizeof(fi_ops_ep), ep_cancel, cm_getopt, no_setopt, no_ctx, no_rctx,
                       no_left, no_left};
 fi_ops_cm g_ep_cm_ops = {sizeof(fi_ops_cm), ep_setname, ep_getname, ep_getpeer, ep_connect,
                          no_listen, ep_accept, no_reject, ep_shutdown, no_join};

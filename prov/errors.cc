@@ -79,5 +79,26 @@ const char* prov_errno_string(int prov_errno, char* buf, size_t len) {
 int no_bind(fid*, fid*, uint64_t) { return -FI_ENOSYS; }
 int no_control(fid*, int, void*) { return -FI_ENOSYS; }
 int no_ops_open(fid*, const char*, uint64_t, void**, void*) { return -FI_ENOSYS; }
+int no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+int no_rctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+ssize_t no_left(fid_ep*) { return -FI_ENOSYS; }
+int no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) { return -FI_ENOSYS; }
+int no_setopt(fid_t, int, int, const void*, size_t) { return -FI_ENOPROTOOPT; }
+
+int copy_name(const sockaddr_in& a, void* addr, size_t* len) {
+  size_t have = *len;
+  *len = sizeof(sockaddr_in);  // the size needed, also when too small
+  if (have < sizeof(sockaddr_in)) return -FI_ETOOSMALL;
+  std::memcpy(addr, &a, sizeof(a));
+  return 0;
+}
+
+int cm_getopt(fid_t, int level, int name, void* val, size_t* len) {
+  if (level != FI_OPT_ENDPOINT || name != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
+  if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
+  *static_cast<size_t*>(val) = max_cm_data();
+  *len = sizeof(size_t);
+  return 0;
+}
 
 }  // namespace softrdma::prov

@@ -40,12 +40,7 @@ int pep_listen(fid_pep* f) {
 }
 
 int pep_getname(fid_t f, void* addr, size_t* len) {
-  auto* pep = from_fid<Pep>(f);
-  size_t have = *len;
-  *len = sizeof(sockaddr_in);
-  if (have < sizeof(sockaddr_in)) return -FI_ETOOSMALL;
-  std::memcpy(addr, &pep->addr, sizeof(sockaddr_in));
-  return 0;
+  return copy_name(from_fid<Pep>(f)->addr, addr, len);
 }
 
 int pep_setname(fid_t f, void* addr, size_t len) {
@@ -67,27 +62,14 @@ int pep_reject(fid_pep* f, fid_t handle, const void* param, size_t len) {
   return fi_error(rc);
 }
 
-int pep_getopt(fid_t, int level, int name, void* val, size_t* len) {
-  if (level != FI_OPT_ENDPOINT || name != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
-  if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
-  *static_cast<size_t*>(val) = max_cm_data();
-  *len = sizeof(size_t);
-  return 0;
-}
-
-int no_setopt(fid_t, int, int, const void*, size_t) { return -FI_ENOPROTOOPT; }
 ssize_t no_cancel(fid_t, void*) { return -FI_ENOSYS; }
-int no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-int no_rctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-ssize_t no_left(fid_ep*) { return -FI_ENOSYS; }
 int no_getpeer(fid_ep*, void*, size_t*) { return -FI_ENOSYS; }
 int no_connect(fid_ep*, const void*, const void*, size_t) { return -FI_ENOSYS; }
 int no_accept(fid_ep*, const void*, size_t) { return -FI_ENOSYS; }
 int no_shutdown(fid_ep*, uint64_t) { return -FI_ENOSYS; }
-int no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) { return -FI_ENOSYS; }
 
 fi_ops g_pep_fi_ops = {sizeof(fi_ops), pep_close, pep_bind, no_control, no_ops_open, nullptr, nullptr};
-fi_ops_ep g_pep_ep_ops = {sizeof(fi_ops_ep), no_cancel, pep_getopt, no_setopt, no_ctx, no_rctx,
+fi_ops_ep g_pep_ep_ops = {sizeof(fi_ops_ep), no_cancel, cm_getopt, no_setopt, no_ctx, no_rctx,
                           no_left, no_left};
 fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), pep_setname, pep_getname, no_getpeer, no_connect,
                           pep_listen, no_accept, pep_reject, no_shutdown, no_join};

@@ -271,5 +271,14 @@ void cntr_add(Cntr* c, bool error);
 int no_bind(fid*, fid*, uint64_t);
 int no_control(fid*, int, void*);
 int no_ops_open(fid*, const char*, uint64_t, void**, void*);
+int no_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*);
+int no_rctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*);
+ssize_t no_left(fid_ep*);
+int no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*);
+int no_setopt(fid_t, int, int, const void*, size_t);
+
+// Shared by endpoints and passive endpoints (errors.cc).
+int copy_name(const sockaddr_in& a, void* addr, size_t* len);  // getname/getpeer
+int cm_getopt(fid_t, int level, int name, void* val, size_t* len);  // FI_OPT_CM_DATA_SIZE
 
 }  // namespace softrdma::prov
