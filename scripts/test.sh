@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds (Release, warnings
 # as errors) and runs every test with ctest; then rebuilds the engine with
-# ASan+UBSan and runs its tests again.
+# ASan+UBSan and runs its tests again; then runs each libFuzzer harness of
+# the wire parsers for a bounded time (docs/fuzzing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,4 +17,8 @@ if [[ "${SOFTRDMA_SKIP_SANITIZE:-0}" != 1 ]]; then
     -DSOFTRDMA_SANITIZE=ON
   cmake --build build-asan -j "$JOBS"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS" -L engine)
+fi
+
+if [[ "${SOFTRDMA_SKIP_FUZZ:-0}" != 1 ]]; then
+  bash scripts/fuzz.sh --time "${SOFTRDMA_FUZZ_SECONDS:-30}"
 fi

@@ -10,10 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <set>
+#include <vector>
 #include <mutex>
 #include <thread>
 
 #include "stack/net/dpdk/port.h"
+#include "stack/net/fault_link.h"
 #include "stack/net/lwip/lwip_transport.h"
 #include "stack/net/pcap_link.h"
 #include "stack/net/rendezvous.h"
@@ -29,6 +33,12 @@ bool debug() {
     return v && *v && *v != '0';
   }();
   return on;
+}
+
+// Every port gets the optional decorators: faults nearest the wire, so a
+// capture shows what the stack received.
+std::unique_ptr<FrameLink> decorate(std::unique_ptr<FrameLink> port) {
+  return with_pcap_from_env(with_faults_from_env(std::move(port)));
 }
 
 in_addr netmask_of(int prefix) {
@@ -64,13 +74,33 @@ class SelfLink : public FrameLink {
   uint8_t mac_[6];
 };
 
+// lwIP's handle on a mesh port that the Mesh keeps open: taking the link
+// out of lwIP stops the polling without closing the port (Mesh::retire).
+class KeptLink final : public ForwardingLink {
+ public:
+  explicit KeptLink(std::shared_ptr<FrameLink> port)
+      : ForwardingLink(port.get()), port_(std::move(port)) {}
+
+ private:
+  std::shared_ptr<FrameLink> port_;
+};
+
 // The embedded mesh: process-wide, shared by every engine of the process.
+//
+// Closing a link is a handshake (BYE, BYEACK through the rendezvous): DPDK's
+// memif unmaps a link's rings on its interrupt thread when the far end
+// closes, while this process may be in the middle of a burst on them, so
+// the far end first stops polling its port, and closes it only once ours is
+// gone. A process says BYE to every peer when it exits.
 class Mesh {
  public:
   static Mesh* get(uint32_t mtu) {
     static Mesh* m = [mtu] {
       auto* mesh = new Mesh(mtu);
-      return mesh->ok_ ? mesh : nullptr;
+      if (!mesh->ok_) return static_cast<Mesh*>(nullptr);
+      instance_ = mesh;
+      std::atexit([] { instance_->say_goodbye(); });
+      return mesh;
     }();
     return m;
   }
@@ -94,7 +124,8 @@ class Mesh {
       int rc = pid > rv_.pid() ? open_server(pid) : rv_.send_serve(pid);
       if (rc < 0) return rc;
     }
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    // Generous: a loaded host may be slow to run the peer's interrupt thread.
+    auto end = std::chrono::steady_clock::now() + kLinkUpTimeout;
     for (;;) {
       serve_locked();  // the peer's LINK answers our SERVE; crossed requests
       auto it = links_.find(pid);
@@ -127,10 +158,14 @@ class Mesh {
   }
 
  private:
+  static constexpr auto kLinkUpTimeout = std::chrono::seconds(10);
+  static constexpr auto kGoodbyeTimeout = std::chrono::milliseconds(500);
+
   struct Link {
-    FrameLink* port;  // owned by LwipStack
+    std::shared_ptr<FrameLink> port;  // polled by lwIP through a KeptLink
     int id;
   };
+  static inline Mesh* instance_ = nullptr;
 
   explicit Mesh(uint32_t mtu) : mtu_(mtu) {
     if (!rv_.ok()) {
@@ -140,17 +175,67 @@ class Mesh {
     int id = LwipStack::get().add_link(std::make_unique<SelfLink>(rv_.pid()), rv_.self(),
                                        in_addr{htonl(~uint32_t{0})}, in_addr{});
     ok_ = id >= 0;
+    // DPDK now, not when a peer is waiting for the first link.
+    PortOptions o;
+    o.mtu = mtu_;
+    std::string err;
+    if (ok_ && !dpdk_prepare(o, &err)) std::fprintf(stderr, "softrdma: DPDK: %s\n", err.c_str());
   }
 
   void serve_locked() {
     Rendezvous::Request r;
     while (rv_.next_request(&r)) {
-      if (links_.count(r.peer)) continue;
+      if (r.kind == Rendezvous::Request::Kind::kBye) {
+        retire(r.peer);
+        rv_.send_bye_ack(r.peer);
+        continue;
+      }
+      if (r.kind == Rendezvous::Request::Kind::kByeAck) {
+        awaiting_bye_ack_.erase(r.peer);
+        continue;
+      }
+      if (links_.count(r.peer) || exiting_) continue;
       if (r.kind == Rendezvous::Request::Kind::kServe) {
         if (r.peer > rv_.pid()) open_server(r.peer);
       } else {
         attach(r.peer, r.name);
       }
+    }
+    if (!parked_.empty()) close_parked();
+  }
+
+  // Stops polling the link to peer; its port stays open, parked, until the
+  // peer has closed its end (or is gone), so the peer never races our bursts.
+  void retire(pid_t peer) {
+    auto it = links_.find(peer);
+    if (it == links_.end()) return;
+    LwipStack::get().remove_link(it->second.id);
+    parked_.emplace_back(peer, std::move(it->second.port));
+    links_.erase(it);
+  }
+  void close_parked() {
+    std::erase_if(parked_, [](const auto& p) {
+      return !p.second->link_up() || !Rendezvous::alive(p.first);
+    });
+  }
+
+  // At exit: BYE to every peer, and a bounded wait for their BYEACKs (a
+  // peer that does not poll does not burst either).
+  void say_goodbye() {
+    std::unique_lock g(mu_, std::defer_lock);
+    const auto end = std::chrono::steady_clock::now() + kGoodbyeTimeout;
+    while (!g.try_lock()) {
+      if (std::chrono::steady_clock::now() > end) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    exiting_ = true;
+    for (const auto& [peer, link] : links_) {
+      if (rv_.send_bye(peer) == 0) awaiting_bye_ack_.insert(peer);
+    }
+    while (!awaiting_bye_ack_.empty() && std::chrono::steady_clock::now() < end) {
+      serve_locked();
+      std::erase_if(awaiting_bye_ack_, [](pid_t p) { return !Rendezvous::alive(p); });
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
 
@@ -181,26 +266,31 @@ class Mesh {
     o.devargs = args;
     o.mtu = mtu_;
     std::string err;
+    const auto t0 = std::chrono::steady_clock::now();
     std::unique_ptr<FrameLink> port = open_dpdk_port(o, &err);
     if (!port) {
       std::fprintf(stderr, "softrdma: memif link to %d: %s\n", peer, err.c_str());
       return -EHOSTUNREACH;
     }
-    FrameLink* raw = port.get();
-    port = with_pcap_from_env(std::move(port));
+    if (debug())
+      std::fprintf(stderr, "softrdma[%d]: link to %d opened in %.1f ms\n", rv_.pid(), peer,
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    std::shared_ptr<FrameLink> shared = decorate(std::move(port));
     // Link addresses only need to differ within this process (100.64/10).
     in_addr link_ip{htonl(0x64400000u + ++link_seq_)};
     LwipLinkOptions lo;
-    lo.checksums = LinkChecksums::kNone;  // memif: shared memory, SoftRDMA both ends
-    int id = LwipStack::get().add_link(std::move(port), link_ip, in_addr{htonl(~uint32_t{0})},
-                                       in_addr{}, lo);
+    // memif is shared memory between two SoftRDMA stacks: checksums only
+    // when a fault link corrupts frames on purpose (kAuto asks the link).
+    lo.checksums = LinkChecksums::kAuto;
+    int id = LwipStack::get().add_link(std::make_unique<KeptLink>(shared), link_ip,
+                                       in_addr{htonl(~uint32_t{0})}, in_addr{}, lo);
     if (id < 0) return id;
     in_addr dest = Rendezvous::address_of(peer);
     uint8_t mac[6];
     Rendezvous::mac_of(peer, mac);
     if (int rc = LwipStack::get().add_route(dest, 32, id); rc < 0) return rc;
     if (int rc = LwipStack::get().add_neighbor(dest, mac); rc < 0) return rc;
-    links_[peer] = Link{raw, id};
+    links_[peer] = Link{std::move(shared), id};
     return 0;
   }
 
@@ -209,6 +299,9 @@ class Mesh {
   uint32_t mtu_;
   bool ok_ = false;
   std::map<pid_t, Link> links_;
+  std::vector<std::pair<pid_t, std::shared_ptr<FrameLink>>> parked_;  // retired, still open
+  std::set<pid_t> awaiting_bye_ack_;
+  bool exiting_ = false;
   uint32_t link_seq_ = 0;
   int next_vdev_ = 0;
 };
@@ -228,7 +321,7 @@ bool open_configured_port(const DpdkTransportConfig& cfg) {
     }
     LwipLinkOptions lo;
     lo.default_link = true;
-    int id = LwipStack::get().add_link(with_pcap_from_env(std::move(port)), cfg.addr,
+    int id = LwipStack::get().add_link(decorate(std::move(port)), cfg.addr,
                                        netmask_of(cfg.prefix), cfg.gateway, lo);
     return id >= 0;
   }();
@@ -279,7 +372,12 @@ class DpdkTransport : public Transport {
   int connect(const sockaddr_in& peer, StreamConn** out) override {
     sockaddr_in a = peer;
     if (mesh_) {
-      if (!mesh_->resolve(peer.sin_addr, ntohs(peer.sin_port), &a.sin_addr)) return -ECONNREFUSED;
+      if (!mesh_->resolve(peer.sin_addr, ntohs(peer.sin_port), &a.sin_addr)) {
+        if (debug())
+          std::fprintf(stderr, "softrdma: no process on this host listens on port %u\n",
+                       ntohs(peer.sin_port));
+        return -ECONNREFUSED;
+      }
       if (int rc = mesh_->ensure_link(Rendezvous::pid_of(a.sin_addr)); rc < 0) return rc;
     }
     return inner_->connect(a, out);

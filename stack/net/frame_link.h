@@ -58,4 +58,27 @@ class FrameLink {
   virtual LinkCounters counters() const = 0;
 };
 
+// Passes every call to another link: decorators (capture, fault injection)
+// derive from it and override only what they change.
+class ForwardingLink : public FrameLink {
+ public:
+  explicit ForwardingLink(FrameLink* inner) : inner_(inner) {}
+  int rx_burst(RxFrame* out, int max) override { return inner_->rx_burst(out, max); }
+  void rx_release(void* handle) override { inner_->rx_release(handle); }
+  uint8_t* tx_begin(uint32_t len, void** handle) override { return inner_->tx_begin(len, handle); }
+  void tx_commit(void* handle, uint32_t len) override { inner_->tx_commit(handle, len); }
+  void tx_flush() override { inner_->tx_flush(); }
+  const uint8_t* mac() const override { return inner_->mac(); }
+  uint32_t mtu() const override { return inner_->mtu(); }
+  bool link_up() const override { return inner_->link_up(); }
+  bool trusted_checksums() const override { return inner_->trusted_checksums(); }
+  int rx_wait_fd() override { return inner_->rx_wait_fd(); }
+  void rx_wait_arm() override { inner_->rx_wait_arm(); }
+  const std::string& name() const override { return inner_->name(); }
+  LinkCounters counters() const override { return inner_->counters(); }
+
+ protected:
+  FrameLink* const inner_;
+};
+
 }  // namespace softrdma::net

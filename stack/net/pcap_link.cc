@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -34,18 +35,37 @@ struct PcapRecordHeader {
   uint32_t ts_sec, ts_usec, incl_len, orig_len;
 };
 
-class PcapLink final : public FrameLink {
+class PcapLink;
+// Links still open at exit are flushed then: the engine's links live as long
+// as the process, so their destructors never run.
+struct LiveLinks {
+  std::mutex mu;
+  std::set<PcapLink*> links;
+};
+LiveLinks& live_links();
+
+class PcapLink final : public ForwardingLink {
  public:
-  PcapLink(std::unique_ptr<FrameLink> inner, int fd) : inner_(std::move(inner)), fd_(fd) {
+  PcapLink(std::unique_ptr<FrameLink> inner, int fd)
+      : ForwardingLink(inner.get()), owned_(std::move(inner)), fd_(fd) {
     buffer_.reserve(kBufferBytes);
     const PcapFileHeader h;
     append(&h, sizeof(h));
     last_flush_ns_ = now_ns();
+    std::lock_guard<std::mutex> lock(live_links().mu);
+    live_links().links.insert(this);
   }
   ~PcapLink() override {
+    {
+      std::lock_guard<std::mutex> lock(live_links().mu);
+      live_links().links.erase(this);
+    }
+    flush();
+    close(fd_);
+  }
+  void flush() {
     std::lock_guard<std::mutex> lock(mu_);
     flush_locked();
-    close(fd_);
   }
 
   int rx_burst(RxFrame* out, int max) override {
@@ -58,7 +78,6 @@ class PcapLink final : public FrameLink {
     }
     return n;
   }
-  void rx_release(void* handle) override { inner_->rx_release(handle); }
 
   uint8_t* tx_begin(uint32_t len, void** handle) override {
     uint8_t* data = inner_->tx_begin(len, handle);
@@ -87,14 +106,6 @@ class PcapLink final : public FrameLink {
     maybe_flush_locked(now_ns());
   }
 
-  const uint8_t* mac() const override { return inner_->mac(); }
-  uint32_t mtu() const override { return inner_->mtu(); }
-  bool link_up() const override { return inner_->link_up(); }
-  bool trusted_checksums() const override { return inner_->trusted_checksums(); }
-  int rx_wait_fd() override { return inner_->rx_wait_fd(); }
-  void rx_wait_arm() override { inner_->rx_wait_arm(); }
-  const std::string& name() const override { return inner_->name(); }
-  LinkCounters counters() const override { return inner_->counters(); }
 
  private:
   static int64_t now_ns() {
@@ -133,13 +144,26 @@ class PcapLink final : public FrameLink {
     last_flush_ns_ = now_ns();
   }
 
-  std::unique_ptr<FrameLink> inner_;
+  std::unique_ptr<FrameLink> owned_;
   const int fd_;
   std::mutex mu_;  // rx and tx may run on different threads
   std::vector<uint8_t> buffer_;
   std::vector<std::pair<void*, const uint8_t*>> open_tx_;  // begun, not committed
   int64_t last_flush_ns_ = 0;
 };
+
+// Never destroyed: links may close during static destruction.
+LiveLinks& live_links() {
+  static LiveLinks* l = [] {
+    auto* p = new LiveLinks;
+    std::atexit([] {
+      std::lock_guard<std::mutex> lock(live_links().mu);
+      for (PcapLink* link : live_links().links) link->flush();
+    });
+    return p;
+  }();
+  return *l;
+}
 
 }  // namespace
 

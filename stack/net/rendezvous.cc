@@ -176,6 +176,10 @@ int Rendezvous::send_link(pid_t peer, const std::string& name) const {
 }
 
 int Rendezvous::send_serve(pid_t peer) const { return send(peer, "SERVE " + std::to_string(pid_)); }
+int Rendezvous::send_bye(pid_t peer) const { return send(peer, "BYE " + std::to_string(pid_)); }
+int Rendezvous::send_bye_ack(pid_t peer) const {
+  return send(peer, "BYEACK " + std::to_string(pid_));
+}
 
 bool Rendezvous::next_request(Request* r) {
   char buf[512];
@@ -190,6 +194,10 @@ bool Rendezvous::next_request(Request* r) {
       r->kind = Request::Kind::kLink;
     } else if (std::sscanf(buf, "SERVE %ld", &pid) == 1) {
       r->kind = Request::Kind::kServe;
+    } else if (std::sscanf(buf, "BYEACK %ld", &pid) == 1) {
+      r->kind = Request::Kind::kByeAck;
+    } else if (std::sscanf(buf, "BYE %ld", &pid) == 1) {
+      r->kind = Request::Kind::kBye;
     } else {
       continue;
     }

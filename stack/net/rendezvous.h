@@ -55,21 +55,26 @@ class Rendezvous {
   // Link set-up messages between processes (Unix datagrams):
   //  LINK <pid> <name>: attach, as memif client, to my server socket <name>;
   //  SERVE <pid>: open a memif server for me (I am the higher pid: the lower
-  //  pid of a pair always serves, so crossed requests make one link).
+  //  pid of a pair always serves, so crossed requests make one link);
+  //  BYE <pid>: I am about to close our link: stop polling your end;
+  //  BYEACK <pid>: done, close it.
   struct Request {
-    enum class Kind : uint8_t { kLink, kServe } kind;
+    enum class Kind : uint8_t { kLink, kServe, kBye, kByeAck } kind;
     pid_t peer;
     std::string name;
   };
   int send_link(pid_t peer, const std::string& name) const;
   int send_serve(pid_t peer) const;
+  int send_bye(pid_t peer) const;
+  int send_bye_ack(pid_t peer) const;
   // The next pending request, without blocking.
   bool next_request(Request* r);
   // The memif socket name (abstract) of the link between this process and peer.
   std::string link_name(pid_t peer) const;
+  // Whether a process with this pid exists.
+  static bool alive(pid_t pid);
 
  private:
-  static bool alive(pid_t pid);
   int send(pid_t peer, const std::string& msg) const;
   std::string dir_;
   pid_t pid_;

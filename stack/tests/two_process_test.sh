@@ -4,6 +4,12 @@
 # bandwidth, message sizes from 0 B to 64 MiB, MPA CRC off and on, plus a
 # pass with MPA markers. Fails if any run fails or times out.
 #
+# With FI_SOFTRDMA_FAULTS set (frames dropped, duplicated, reordered and
+# corrupted on the DPDK path), it also requires that every kind of fault set
+# there was actually injected: the processes print what they injected at exit.
+#
+# TWO_PROCESS_KINDS narrows the runs to "lat" or "bw" (default both).
+#
 # usage: two_process_test.sh <path-to-srdma_perf>
 # Every run gets its own free port, so ctest -j is safe.
 set -u
@@ -34,6 +40,9 @@ start_server() {
   local attempt
   for ((attempt = 0; attempt < 5; ++attempt)); do
     port=$(free_port)
+    # Emptied here, not by the redirection below: that happens in the child,
+    # maybe after the wait below has read the last run's "listening".
+    : >"$tmp/server.log"
     timeout $((run_timeout + 15)) "$perf" -p "$port" --timeout "$run_timeout" "$@" \
       >"$tmp/server.log" 2>&1 &
     server_pid=$!
@@ -78,6 +87,7 @@ run_case() {
   src=$?
   server_pid=""
   [[ $src -eq 0 ]] || ok=0
+  cat "$tmp/client.log" "$tmp/server.log" | grep -h '^softrdma: faults injected' >>"$tmp/faults.log"
   if [[ $ok -eq 1 ]]; then
     passed=$((passed + 1))
     echo "ok   $name ($((SECONDS - start)) s)"
@@ -93,7 +103,7 @@ run_case() {
 }
 
 for crc in 0 1; do
-  for kind in lat bw; do
+  for kind in ${TWO_PROCESS_KINDS:-lat bw}; do
     for op in send write read write_imm fadd cas; do
       case $op in
         fadd|cas) args=(-n 500) ;;
@@ -108,6 +118,20 @@ done
 # Markers change the stream layout under every FPDU: one pass each way.
 run_case "send bw markers" --crc 1 --markers -- -o send -t bw -c --crc 1 --markers -s "$sizes" -n 20 --max-bytes 64M
 run_case "write lat markers" --crc 1 --markers -- -o write -t lat -c --crc 1 --markers -s "${sizes#0,}" -n 20 --max-bytes 64M
+
+# Faults asked for must have happened, or the runs proved nothing.
+if [[ -n ${FI_SOFTRDMA_FAULTS:-} ]]; then
+  for kind in drop:dropped dup:duplicated reorder:reordered corrupt:corrupted; do
+    [[ ,$FI_SOFTRDMA_FAULTS =~ ,${kind%%:*}=0*\.?0*[1-9] ]] || continue
+    n=$(awk -v k="${kind#*:}" '{for (i = 1; i < NF; ++i) if ($i == k) s += $(i + 1)} END {print s + 0}' \
+      "$tmp/faults.log" 2>/dev/null)
+    echo "faults: ${kind#*:} ${n:-0}"
+    if [[ ${n:-0} -eq 0 ]]; then
+      failed=$((failed + 1))
+      failures+=("no frame was ${kind#*:} although FI_SOFTRDMA_FAULTS=$FI_SOFTRDMA_FAULTS")
+    fi
+  done
+fi
 
 echo "two_process_test: $passed passed, $failed failed"
 if [[ $failed -gt 0 ]]; then

@@ -2,6 +2,17 @@
 """Checks a capture of conformance_session against what the session says it sent.
 
 Usage: wire_conformance_check.py --pcap FILE --expected FILE --port N
+       wire_conformance_check.py --pcap FILE --port N --session crc=1,rev=2,rtr=1
+                                 [--want-opcodes 0,3,...]
+
+With --expected, the capture is of conformance_session and its message list
+is compared (all of (a)-(d) below). With --session instead, the capture is of
+any one SoftRDMA connection whose server listens on --port (srdma_perf over
+the DPDK path, recorded with FI_SOFTRDMA_PCAP): (a), (b), (c) and the
+per-FPDU and message-framing part of (d) apply, the MPA Request/Reply may
+carry the application's private data after the IRD/ORD word, the client's
+FIN must be in the capture (it holds the whole session), and --want-opcodes
+lists the RDMAP opcodes that must each appear at least once (either way).
 
 The capture is decoded by tshark's own iWARP dissectors (iwarp_mpa,
 iwarp_ddp_rdmap) with TCP reassembly on; this script only reads what tshark
@@ -127,7 +138,7 @@ class Frame:
         self.src = self.dst = None
         self.tcp_len = 0
         self.stream = None
-        self.syn = self.rst = False
+        self.syn = self.rst = self.fin = False
         self.retrans = False
         self.segments = set()      # frames whose payload this frame reassembled
         self.mpa = []              # [("req"|"rep"|"fpdu", size, mpa_fields, ddp_fields)]
@@ -152,6 +163,7 @@ def parse_pdml(xml_bytes):
                 fr.stream = as_int(first(f, "tcp.stream"))
                 fr.syn = first(f, "tcp.flags.syn") in ("1", "True")
                 fr.rst = first(f, "tcp.flags.reset") in ("1", "True")
+                fr.fin = first(f, "tcp.flags.fin") in ("1", "True")
                 fr.retrans = any(k in f for k in ("tcp.analysis.retransmission",
                                                   "tcp.analysis.fast_retransmission",
                                                   "tcp.analysis.spurious_retransmission"))
@@ -226,6 +238,7 @@ def parse_expected(path):
 # Checks
 # --------------------------------------------------------------------------
 def check(frames, cfg, expected, term, fails, probe):
+    """expected None: no message list to compare (--session)."""
     port = int(cfg["port"])
     crc = cfg["crc"] == "1"
     rev = int(cfg["rev"])
@@ -271,7 +284,7 @@ def check(frames, cfg, expected, term, fails, probe):
     for f in sess:
         d = direction(f)
         if f.retrans:
-            fails.add("(a) frame %d is a TCP retransmission on loopback" % f.num)
+            fails.add("(a) frame %d is a TCP retransmission on a lossless link" % f.num)
             continue
         payload_bytes[d] += f.tcp_len
         if f.tcp_len > 0 and not f.mpa and f.num not in covered:
@@ -283,7 +296,8 @@ def check(frames, cfg, expected, term, fails, probe):
             if kind in ("req", "rep"):
                 want = "req" if d == "c2s" else "rep"
                 fails.check(kind == want, "(a) frame %d: MPA %s in direction %s" % (f.num, kind, d))
-                check_req_rep(f.num, kind, mf, crc, rev, rtr, fails)
+                check_req_rep(f.num, kind, mf, crc, rev, rtr, fails,
+                              app_pdata=expected is None)
             elif kind == "fpdu":
                 fpdus.append((f.num, d, size, mf, df))
             else:
@@ -298,13 +312,22 @@ def check(frames, cfg, expected, term, fails, probe):
     # ---- per FPDU: framing, CRC, DDP/RDMAP header fields ----
     seen = parse_fpdus(fpdus, crc, fails)
 
+    if expected is None:
+        # No message list says where the session ends: the client's FIN
+        # shows that the capture holds all of it (FI_SOFTRDMA_PCAP buffers).
+        fails.check(any(f.fin and direction(f) == "c2s" for f in sess),
+                    "(a) no FIN from the client: the capture does not reach the session's end")
+
     # ---- (d) messages vs. expectation ----
-    compare_messages(seen, expected, fails)
-    check_terminate(seen, term, fails)
+    if expected is not None:
+        compare_messages(seen, expected, fails)
+        check_terminate(seen, term, fails)
     return len(fpdus), seen
 
 
-def check_req_rep(num, kind, f, crc, rev, rtr, fails):
+def check_req_rep(num, kind, f, crc, rev, rtr, fails, app_pdata=False):
+    """app_pdata: the application's private data may follow (Rev 2: after
+    the IRD/ORD word); conformance_session sends none."""
     where = "frame %d MPA %s" % (num, "Request" if kind == "req" else "Reply")
     fails.check(as_int(first(f, "iwarp_mpa.rev")) == rev, "(a) %s: Rev %s, want %d"
                 % (where, first(f, "iwarp_mpa.rev"), rev))
@@ -316,14 +339,17 @@ def check_req_rep(num, kind, f, crc, rev, rtr, fails):
     fails.check(as_int(first(f, "iwarp_mpa.res")) == 0, "(a) %s: Res not zero" % where)
     pd_len = as_int(first(f, "iwarp_mpa.pdlength"))
     pd = (first(f, "iwarp_mpa.privatedata") or "").replace(":", "")
+    fails.check(pd_len is not None and len(pd) == 2 * pd_len,
+                "(a) %s: PD_Length %s but %d octets of private data" % (where, pd_len, len(pd) // 2))
     if rev == 1:
-        fails.check(pd_len == 0, "(a) %s: PD_Length %s, want 0" % (where, pd_len))
+        fails.check(pd_len == 0 or app_pdata, "(a) %s: PD_Length %s, want 0" % (where, pd_len))
         return
     # RFC 6581 §5: IRD/ORD word first; tshark 4.0 shows it as private data.
-    if not fails.check(pd_len == 4 and len(pd) == 8, "(a) %s: PD_Length %s (%s), want the "
-                       "4-octet RFC 6581 IRD/ORD word only" % (where, pd_len, pd)):
+    if not fails.check(pd_len == 4 or (app_pdata and (pd_len or 0) >= 4),
+                       "(a) %s: PD_Length %s (%s), want the 4-octet RFC 6581 IRD/ORD word%s"
+                       % (where, pd_len, pd, " first" if app_pdata else " only")):
         return
-    ird, ord_ = int(pd[:4], 16), int(pd[4:], 16)
+    ird, ord_ = int(pd[:4], 16), int(pd[4:8], 16)
     fails.check(bool(ird & 0x8000) == rtr, "(a) %s: peer-to-peer bit %d" % (where, ird >> 15))
     fails.check(bool(ord_ & 0x8000) == rtr and not ord_ & 0x4000 and not ird & 0x4000,
                 "(a) %s: RTR bits ird=%#06x ord=%#06x, want RDMA Write RTR only"
@@ -535,13 +561,27 @@ def check_expert_summary(summary, rev, fails, allow_rpcordma):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pcap", required=True)
-    ap.add_argument("--expected", required=True)
+    ap.add_argument("--expected", help="conformance_session's message list")
+    ap.add_argument("--session", help="instead of --expected: the negotiated "
+                    "'crc=0|1,rev=1|2,rtr=0|1' of a capture without a message list")
+    ap.add_argument("--want-opcodes", default="",
+                    help="with --session: RDMAP opcodes (numbers) that must each appear")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--probe", action="store_true",
                     help="the capture must start with a refused connection to --port")
     a = ap.parse_args()
+    if bool(a.expected) == bool(a.session):
+        ap.error("give exactly one of --expected and --session")
 
-    cfg, expected, term = parse_expected(a.expected)
+    if a.expected:
+        cfg, expected, term = parse_expected(a.expected)
+    else:
+        cfg = dict(kv.split("=", 1) for kv in a.session.replace(",", " ").split())
+        if set(cfg) != {"crc", "rev", "rtr"}:
+            ap.error("--session wants crc=, rev= and rtr=")
+        cfg.update(port=str(a.port), mode="session crc=%s" % cfg["crc"])
+        expected, term = None, None
+    want_ops = [int(x, 0) for x in a.want_opcodes.split(",") if x]
     fails = Failures()
     fails.check(int(cfg["port"]) == a.port, "session ran on port %s, capture filtered %d"
                 % (cfg["port"], a.port))
@@ -553,6 +593,11 @@ def main():
         print("wire conformance: FAIL: the capture is empty")
         return 1
     res = check(frames, cfg, expected, term, fails, a.probe)
+    if res and want_ops:
+        got_ops = {m["op"] for d in ("c2s", "s2c") for m in res[1][d]}
+        for op in want_ops:
+            fails.check(op in got_ops, "(d) no %s (opcode %d) in the capture"
+                        % (OPNAMES.get(op, "?"), op))
 
     strict = parse_expert_summary(run_tshark(["-r", a.pcap] + BASE_OPTS + NO_RPCRDMA +
                                              ["-q", "-z", "expert"]).decode(errors="replace"))

@@ -153,6 +153,7 @@ struct Options {
   bool crc_set = false;
   bool csv = false;
   double timeout_s = 60;
+  double linger_s = 0;
 };
 
 void usage(FILE* f) {
@@ -181,6 +182,9 @@ void usage(FILE* f) {
       "      --markers      ask the peer to insert MPA markers\n"
       "      --csv          machine-readable output\n"
       "      --timeout S    give up after S seconds in all (default 60)\n"
+      "      --linger S     keep running the engine S seconds after the connection closed\n"
+      "                     (FI_SOFTRDMA_PCAP writes its buffer once a second while links\n"
+      "                     are polled; without this the capture's last frames are lost)\n"
       "Exit: 0 ok, 1 data mismatch, 2 error or timeout.\n",
       kDefaultPort, kLatIters, kBwIters, kMaxWarmup, kMinIters);
 }
@@ -220,7 +224,7 @@ uint64_t parse_count(const char* arg, const char* what) {
 }
 
 Options parse_args(int argc, char** argv) {
-  enum LongOnly { kCrc = 256, kMarkers, kCsv, kTimeout, kMaxBytes };
+  enum LongOnly { kCrc = 256, kMarkers, kCsv, kTimeout, kMaxBytes, kLinger };
   static const option kLong[] = {
       {"port", required_argument, nullptr, 'p'},   {"op", required_argument, nullptr, 'o'},
       {"test", required_argument, nullptr, 't'},   {"size", required_argument, nullptr, 's'},
@@ -230,6 +234,7 @@ Options parse_args(int argc, char** argv) {
       {"markers", no_argument, nullptr, kMarkers}, {"csv", no_argument, nullptr, kCsv},
       {"timeout", required_argument, nullptr, kTimeout},
       {"max-bytes", required_argument, nullptr, kMaxBytes},
+      {"linger", required_argument, nullptr, kLinger},
       {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
   Options o;
   for (int c; (c = getopt_long(argc, argv, "p:o:t:s:an:w:cd:h", kLong, nullptr)) != -1;) {
@@ -300,6 +305,12 @@ Options parse_args(int argc, char** argv) {
         break;
       }
       case kMaxBytes: o.max_bytes = parse_count(optarg, "bad --max-bytes"); break;
+      case kLinger: {
+        char* end = nullptr;
+        o.linger_s = std::strtod(optarg, &end);
+        if (!end || *end || !(o.linger_s >= 0) || o.linger_s > 60) bad_usage("bad linger", optarg);
+        break;
+      }
       case 'h': usage(stdout); std::exit(0);
       default: usage(stderr); std::exit(kExitError);
     }
@@ -799,6 +810,16 @@ class Endpoint {
     closing_ = true;
     wait("the client to disconnect", [&] { return disconnected_; });
   }
+  // After the close: the engine keeps running (links polled) for a while.
+  void linger(double secs) {
+    const Clock::time_point until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(secs));
+    while (Clock::now() < until) {
+      pump();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 
  private:
   // Registers [p, p+len) and returns its STag (the only part of the MR the
@@ -988,6 +1009,7 @@ class Client {
     report_->header(ep_.engine().transport_name());
     for (uint64_t size : sizes_) run_size(size);
     ep_.close_active();
+    ep_.linger(o_.linger_s);
     return 0;
   }
 
@@ -1279,6 +1301,7 @@ class Server {
     accept_client();
     for (uint32_t i = 0; i < hello_.n_sizes; ++i) run_size();
     ep_.await_close();
+    ep_.linger(o_.linger_s);
     if (!o_.csv) std::printf("# srdma_perf server: done, %" PRIu64 " mismatches\n", mism_.count());
     return mism_.count() ? kExitMismatch : 0;
   }

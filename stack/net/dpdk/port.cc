@@ -761,6 +761,15 @@ std::unique_ptr<FrameLink> open_dpdk_port(const PortOptions& options, std::strin
   return port;
 }
 
+bool dpdk_prepare(const PortOptions& o, std::string* error) {
+  if (const int rc = dpdk_eal_init(); rc != 0) {
+    *error = "EAL init failed: " + errno_text(rc);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(g_mu);
+  return ensure_pool(o, error) != nullptr;
+}
+
 MbufPoolInfo dpdk_mbuf_pool_info() {
   std::lock_guard<std::mutex> lock(g_mu);
   MbufPoolInfo info;

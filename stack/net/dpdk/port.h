@@ -86,6 +86,11 @@ class DpdkPort : public FrameLink {
 std::unique_ptr<FrameLink> open_dpdk_port(const PortOptions& options,
                                           std::string* error = nullptr);
 
+// Starts the EAL and creates the process's mbuf pool for ports like o now,
+// so that the first open_dpdk_port does not pay for them (hundreds of ms, and
+// seconds on a loaded host, while a peer waits for the link). Idempotent.
+bool dpdk_prepare(const PortOptions& o, std::string* error);
+
 struct MbufPoolInfo {
   uint32_t size = 0, available = 0, data_room = 0, priv_size = 0;
 };

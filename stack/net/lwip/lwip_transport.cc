@@ -429,6 +429,12 @@ void Conn::attach() {
   // iWARP FPDUs are latency-bound messages: no Nagle. (Delayed ACKs wait
   // one poll at most, see Stack::flush_acks.)
   tcp_nagle_disable(pcb_);
+  // lwIP starts each connection with a 3 s RTO, kept for SYNs (no backoff in
+  // SYN_SENT) and decaying slowly from there: one lost SYN or MPA frame then
+  // stalls set-up past the MPA timeout. Our links are a LAN or shared memory.
+  constexpr s16_t kInitialRto = 200 / TCP_SLOW_INTERVAL;
+  pcb_->sv = std::min(pcb_->sv, kInitialRto);
+  pcb_->rto = std::min(pcb_->rto, kInitialRto);
 }
 
 void Conn::cache_endpoints() {

@@ -147,6 +147,9 @@
 // (A loss inside a burst is fast-retransmitted within ~0.1 ms either way.)
 // The price is walking the pcb lists 100 times a second.
 #define TCP_TMR_INTERVAL 10
+// SYNs are retried at a fixed interval (Conn::attach sets it to 200 ms, not
+// lwIP's 3 s): 12 retries give a peer 2.6 s, as 6 x 3 s did before.
+#define TCP_SYNMAXRTX 12
 
 // --- Checksums ------------------------------------------------------------------------
 // Per-netif control: links whose frames cannot be corrupted (memif between

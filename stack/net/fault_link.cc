@@ -1,0 +1,237 @@
+#include "stack/net/fault_link.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace softrdma::net {
+namespace {
+
+constexpr uint32_t kEthHeader = 14;  // corrupt past it: a bad MAC is just a drop
+
+class FaultLink;
+struct Totals {
+  std::mutex mu;
+  FaultCounters closed;  // of links already gone
+  std::set<const FaultLink*> live;
+};
+Totals& totals();
+
+class FaultLink final : public ForwardingLink {
+ public:
+  FaultLink(std::unique_ptr<FrameLink> inner, const FaultRates& r)
+      : ForwardingLink(inner.get()),
+        owned_(std::move(inner)),
+        rates_(r),
+        rx_rng_(r.seed ^ static_cast<uint64_t>(getpid()) << 32),
+        tx_rng_((r.seed ^ static_cast<uint64_t>(getpid()) << 32) * 0x9E3779B97F4A7C15ull + 1) {
+    std::lock_guard<std::mutex> lock(totals().mu);
+    totals().live.insert(this);
+  }
+  ~FaultLink() override {
+    if (held_.handle != nullptr) release_held();
+    inner_->tx_flush();
+    Totals& t = totals();
+    std::lock_guard<std::mutex> lock(t.mu);
+    t.live.erase(this);
+    const FaultCounters c = counters_now();
+    t.closed.dropped += c.dropped;
+    t.closed.duplicated += c.duplicated;
+    t.closed.reordered += c.reordered;
+    t.closed.corrupted += c.corrupted;
+  }
+
+  // Receive: drop or corrupt frames as they come off the port.
+  int rx_burst(RxFrame* out, int max) override {
+    const int n = inner_->rx_burst(out, max);
+    int kept = 0;
+    for (int i = 0; i < n; ++i) {
+      if (roll(rx_rng_, rates_.drop)) {
+        inner_->rx_release(out[i].handle);
+        ++dropped_;
+        continue;
+      }
+      if (out[i].len > kEthHeader && roll(rx_rng_, rates_.corrupt)) {
+        // The frame is ours until rx_release: its buffer is writable.
+        auto* data = const_cast<uint8_t*>(out[i].data);
+        const uint32_t bit = std::uniform_int_distribution<uint32_t>(
+            kEthHeader * 8, out[i].len * 8 - 1)(rx_rng_);
+        data[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+        ++corrupted_;
+      }
+      out[kept++] = out[i];
+    }
+    return kept;
+  }
+
+  // Transmit: duplicate or hold back frames as they are committed.
+  uint8_t* tx_begin(uint32_t len, void** handle) override {
+    uint8_t* data = inner_->tx_begin(len, handle);
+    if (data != nullptr) open_tx_.emplace_back(*handle, data);
+    return data;
+  }
+  void tx_commit(void* handle, uint32_t len) override {
+    const uint8_t* data = take_open(handle);
+    if (held_.handle == nullptr && roll(tx_rng_, rates_.reorder)) {
+      held_ = {handle, len};
+      return;
+    }
+    inner_->tx_commit(handle, len);
+    if (data != nullptr && roll(tx_rng_, rates_.dup)) {
+      void* copy = nullptr;
+      if (uint8_t* d = inner_->tx_begin(len, &copy); d != nullptr) {
+        std::memcpy(d, data, len);
+        inner_->tx_commit(copy, len);
+        ++duplicated_;
+      }
+    }
+    if (held_.handle != nullptr) {
+      release_held();
+      ++reordered_;
+    }
+  }
+  // A frame is held back within one burst at most: the stack flushes after
+  // every burst, and a reorder must not turn into a loss.
+  void tx_flush() override {
+    if (held_.handle != nullptr) release_held();
+    inner_->tx_flush();
+  }
+
+  bool trusted_checksums() const override {
+    return rates_.corrupt == 0 && inner_->trusted_checksums();
+  }
+
+  FaultCounters counters_now() const {
+    return {dropped_.load(), duplicated_.load(), reordered_.load(), corrupted_.load()};
+  }
+
+ private:
+  static bool roll(std::mt19937_64& rng, double p) {
+    return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < p;
+  }
+  const uint8_t* take_open(void* handle) {
+    for (auto& e : open_tx_) {
+      if (e.first == handle) {
+        const uint8_t* d = e.second;
+        e = open_tx_.back();
+        open_tx_.pop_back();
+        return d;
+      }
+    }
+    return nullptr;
+  }
+  void release_held() {
+    inner_->tx_commit(held_.handle, held_.len);
+    held_.handle = nullptr;
+  }
+
+  std::unique_ptr<FrameLink> owned_;
+  const FaultRates rates_;
+  std::mt19937_64 rx_rng_, tx_rng_;  // rx and tx may run on different threads
+  std::vector<std::pair<void*, const uint8_t*>> open_tx_;  // begun, not committed
+  struct Held {
+    void* handle = nullptr;
+    uint32_t len = 0;
+  } held_;
+  std::atomic<uint64_t> dropped_{0}, duplicated_{0}, reordered_{0}, corrupted_{0};
+};
+
+// Never destroyed: links may close during static destruction.
+Totals& totals() {
+  static Totals* t = [] {
+    auto* p = new Totals;
+    std::atexit([] {
+      Totals& s = totals();
+      std::lock_guard<std::mutex> lock(s.mu);
+      FaultCounters c = s.closed;
+      for (const FaultLink* l : s.live) {
+        const FaultCounters n = l->counters_now();
+        c.dropped += n.dropped;
+        c.duplicated += n.duplicated;
+        c.reordered += n.reordered;
+        c.corrupted += n.corrupted;
+      }
+      std::fprintf(stderr,
+                   "softrdma: faults injected: dropped %llu duplicated %llu reordered %llu "
+                   "corrupted %llu\n",
+                   static_cast<unsigned long long>(c.dropped),
+                   static_cast<unsigned long long>(c.duplicated),
+                   static_cast<unsigned long long>(c.reordered),
+                   static_cast<unsigned long long>(c.corrupted));
+    });
+    return p;
+  }();
+  return *t;
+}
+
+}  // namespace
+
+bool parse_fault_rates(const std::string& spec, FaultRates* out, std::string* error) {
+  FaultRates r;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
+    if (key == "seed") {
+      r.seed = std::strtoull(value.c_str(), &end, 0);
+    } else {
+      double* rate = key == "drop"      ? &r.drop
+                     : key == "dup"     ? &r.dup
+                     : key == "reorder" ? &r.reorder
+                     : key == "corrupt" ? &r.corrupt
+                                        : nullptr;
+      if (rate == nullptr) {
+        *error = "unknown fault '" + key + "' (drop, dup, reorder, corrupt, seed)";
+        return false;
+      }
+      *rate = std::strtod(value.c_str(), &end);
+      if (!(*rate >= 0 && *rate <= 1)) {
+        *error = "fault rate " + item + " outside [0, 1]";
+        return false;
+      }
+    }
+    if (value.empty() || end == nullptr || *end != '\0') {
+      *error = "malformed fault setting '" + item + "'";
+      return false;
+    }
+  }
+  *out = r;
+  return true;
+}
+
+std::unique_ptr<FrameLink> with_faults(std::unique_ptr<FrameLink> inner, const FaultRates& rates) {
+  if (!rates.any()) return inner;
+  return std::make_unique<FaultLink>(std::move(inner), rates);
+}
+
+std::unique_ptr<FrameLink> with_faults_from_env(std::unique_ptr<FrameLink> inner) {
+  const char* v = std::getenv("FI_SOFTRDMA_FAULTS");
+  if (v == nullptr || *v == '\0') return inner;
+  FaultRates r;
+  std::string err;
+  if (!parse_fault_rates(v, &r, &err)) {
+    std::fprintf(stderr, "softrdma: FI_SOFTRDMA_FAULTS ignored: %s\n", err.c_str());
+    return inner;
+  }
+  return with_faults(std::move(inner), r);
+}
+
+FaultCounters fault_counters(const FrameLink& link) {
+  if (const auto* f = dynamic_cast<const FaultLink*>(&link)) return f->counters_now();
+  return {};
+}
+
+}  // namespace softrdma::net

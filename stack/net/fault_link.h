@@ -1,0 +1,44 @@
+// A FrameLink decorator that damages traffic on purpose, for fault tests on
+// the kernel-bypass path: frames dropped and corrupted on receive,
+// duplicated and reordered (held behind the next frame of its burst) on
+// transmit, each at its own rate.
+//
+//   FI_SOFTRDMA_FAULTS="drop=0.02,dup=0.02,reorder=0.02,corrupt=0.01,seed=7"
+//
+// A corrupting link stops vouching for checksums (trusted_checksums() is
+// false), so the stack verifies them as it would on a real wire. What was
+// injected is counted, and printed to stderr when the link closes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "stack/net/frame_link.h"
+
+namespace softrdma::net {
+
+struct FaultRates {
+  double drop = 0, dup = 0, reorder = 0, corrupt = 0;  // probabilities per frame
+  uint64_t seed = 1;  // mixed with the pid: two processes never fail in lockstep
+  bool any() const { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
+};
+
+struct FaultCounters {
+  uint64_t dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
+};
+
+// Parses "key=value,..." (keys as above); false with *error on a bad key,
+// a rate outside [0, 1] or a malformed number.
+bool parse_fault_rates(const std::string& spec, FaultRates* out, std::string* error);
+
+std::unique_ptr<FrameLink> with_faults(std::unique_ptr<FrameLink> inner, const FaultRates& rates);
+
+// with_faults(inner, $FI_SOFTRDMA_FAULTS) when that variable is set, else
+// inner. A malformed setting is reported on stderr and leaves inner as is.
+std::unique_ptr<FrameLink> with_faults_from_env(std::unique_ptr<FrameLink> inner);
+
+// What a link made by with_faults injected so far; zeros for other links.
+FaultCounters fault_counters(const FrameLink& link);
+
+}  // namespace softrdma::net
