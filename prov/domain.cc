@@ -1,6 +1,8 @@
 // fi_domain: a protection domain of the fabric's engine. Opens CQs,
 // counters, endpoints and MRs; everything libfabric defines that an iWARP
 // MSG provider does not have answers -FI_ENOSYS.
+#include <cstring>
+
 #include "prov/prov.h"
 
 namespace softrdma::prov {
@@ -32,7 +34,14 @@ int query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr, ui
   return 0;
 }
 
-fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind, no_control, no_ops_open,
+// The one extension offered: ofi_rxm's flow control (flow_ctrl.cc).
+int domain_ops_open(fid*, const char* name, uint64_t, void** ops, void*) {
+  if (!name || std::strcmp(name, kFlowCtrlOpsName) != 0) return -FI_ENOSYS;
+  *ops = flow_ctrl_ops();
+  return 0;
+}
+
+fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind, no_control, domain_ops_open,
                           nullptr, nullptr};
 fi_ops_domain g_domain_ops = {
     .size = sizeof(fi_ops_domain),

@@ -1,5 +1,7 @@
 // Active endpoints (FI_EP_MSG): binding, enabling (an engine QP), connect,
 // accept and shutdown. The data calls are in msg.cc, rma.cc and atomic.cc.
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "prov/prov.h"
@@ -118,6 +120,30 @@ int ep_getpeer(fid_ep* f, void* addr, size_t* len) {
 
 int ep_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
 
+// How long fi_connect keeps asking for a link to a live peer (see below).
+std::chrono::milliseconds connect_timeout() {
+  int ms = 30000;
+  fi_param_get_int(&g_prov, "connect_timeout_ms", &ms);
+  return std::chrono::milliseconds(ms);
+}
+
+// On the DPDK mesh the first connect to a process sets up a memif link and
+// the engine gives each attempt a few seconds. MPI ranks start together and
+// connect to each other at once, on a host other jobs may load: both ends'
+// set-up (memif probe, socket handshake on EAL's interrupt thread) can take
+// longer, and rxm would turn the -FI_EHOSTUNREACH into a failed MPI call.
+// The half-made link stays and the peer's answer is still queued, so a
+// second attempt picks up where the first stopped. A dead or unknown peer
+// is -FI_ECONNREFUSED at once, so this never waits on a process that left.
+int connect_with_retry(Ep* ep, const void* param, size_t len) {
+  const auto end = std::chrono::steady_clock::now() + connect_timeout();
+  for (;;) {
+    int rc = ep->dom->fab->engine->connect(ep->qp, ep->peer, param, len);
+    if (rc != -EHOSTUNREACH || std::chrono::steady_clock::now() >= end) return fi_error(rc);
+    FI_INFO(&g_prov, FI_LOG_EP_CTRL, "link to the peer not up yet; connecting again\n");
+  }
+}
+
 int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
   auto* ep = from_fid<Ep>(f);
   if (len > max_cm_data()) return -FI_EINVAL;
@@ -126,7 +152,7 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
   const void* dst = addr ? addr : ep->info->dest_addr;
   if (!dst) return -FI_EINVAL;
   std::memcpy(&ep->peer, dst, sizeof(sockaddr_in));
-  return fi_error(ep->dom->fab->engine->connect(ep->qp, ep->peer, param, len));
+  return connect_with_retry(ep, param, len);
 }
 
 int ep_accept(fid_ep* f, const void* param, size_t len) {

@@ -25,8 +25,10 @@ static void define_params() {
     const char* help;
   };
   static const P kParams[] = {
-      {"transport", FI_PARAM_STRING, "Byte-stream transport under iWARP: kernel (default)"},
+      {"transport", FI_PARAM_STRING, "Byte-stream transport under iWARP: dpdk (default) | kernel"},
       {"addr", FI_PARAM_STRING, "IPv4 address endpoints bind to (default 127.0.0.1)"},
+      {"connect_timeout_ms", FI_PARAM_INT,
+       "How long fi_connect retries while a DPDK mesh link to a live peer comes up (default 30000)"},
       {"crc", FI_PARAM_BOOL, "Ask for MPA CRC32c (default 1; on if either side asks)"},
       {"markers", FI_PARAM_BOOL, "Ask the peer to insert MPA markers (default 0)"},
       {"mpa_rev", FI_PARAM_INT, "MPA revision to offer: 1 or 2 (RFC 6581, default)"},

@@ -69,12 +69,20 @@ bool needs_fence(const Op* op, WrOpcode opcode) {
 
 }  // namespace
 
-ssize_t post_send(Ep* ep, SendWr& wr, Op* op) {
+ssize_t post_send(Ep* ep, SendWr& wr, Op* op, bool priority) {
   Engine& eng = *ep->dom->fab->engine;
   const bool fence = needs_fence(op, wr.opcode);
+  const bool credit = consumes_recv(wr.opcode);
+  if (credit && !take_credit(ep, priority)) {
+    free_op(op);
+    // Both ends may be waiting for credits: ours go out now if they are due.
+    grant_credits(ep);
+    return -FI_EAGAIN;
+  }
   wr.wr_id = reinterpret_cast<uint64_t>(op) | (fence ? 1 : 0);
   wr.flags |= kWrSignaled;  // the provider decides what to report
   if (int rc = eng.post_send(ep->qp, wr); rc != 0) {
+    if (credit) return_credit(ep);
     free_op(op);
     return fi_error(rc);
   }

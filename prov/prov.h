@@ -130,6 +130,8 @@ struct Domain {
   Pd* pd;
   Cq* sink = nullptr;  // for an endpoint that binds no CQ for one direction
   uint32_t mr_count = 0;
+  // ofi_rxm's credit message sender (flow_ctrl.cc); 0 = sent or queued.
+  ssize_t (*send_credits)(fid_ep* ep, uint64_t credits) = nullptr;
 };
 
 // One EQ entry as fi_eq_read hands it out (header + CM data), or an error.
@@ -239,6 +241,13 @@ struct Ep {
   sockaddr_in peer{};
   uint64_t tx_flags = 0, rx_flags = 0;
   bool enabled = false;
+  // Flow control (flow_ctrl.cc): whether rxm turned it on, receives the
+  // peer posted for us that we may still use, receives we posted and have
+  // not yet told the peer of, and how many of those make a credit message.
+  bool flow_ctrl = false;
+  uint64_t peer_credits = 0;
+  int64_t credits_unsent = -1;
+  int64_t threshold = INT64_MAX;
 };
 
 // --- object constructors, one file each ---
@@ -255,10 +264,20 @@ extern fi_ops_rma g_rma_ops;
 extern fi_ops_atomic g_atomic_ops;
 extern fi_ops_tagged g_tagged_ops;
 
+// --- flow_ctrl.cc --- ofi_rxm's credit-based flow control (see there).
+extern const char* const kFlowCtrlOpsName;
+void* flow_ctrl_ops();
+bool consumes_recv(WrOpcode op);          // takes a receive at the peer
+bool take_credit(Ep* ep, bool priority);  // false: the peer has no receive for it
+void return_credit(Ep* ep);               // the post failed after all
+void grant_credits(Ep* ep);               // tell the peer of our receives, if due
+void recv_posted(Ep* ep);
+
 // Completion plumbing shared by msg.cc, rma.cc and atomic.cc.
 Op* new_op(Ep* ep, void* context, uint64_t flags, uint64_t op_flags, bool tx, Cntr* cntr);
 void free_op(Op* op);
-ssize_t post_send(Ep* ep, SendWr& wr, Op* op);
+// priority: rxm's credit message (FI_PRIORITY), which may take the last credit.
+ssize_t post_send(Ep* ep, SendWr& wr, Op* op, bool priority = false);
 // The operation an engine completion belongs to, once all of its work
 // requests are done (see post.cc); null while some are outstanding. *wc
 // becomes the completion that speaks for the whole operation.

@@ -12,7 +12,7 @@ PKGS=(
   libdpdk-dev dpdk
   liblwip-dev
   openmpi-bin libopenmpi-dev
-  python3
+  python3 python3-matplotlib
 )
 
 # Debian's source archive, for `apt-get source lwip` (lwIP is built from its

@@ -41,9 +41,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 export FI_SOFTRDMA_TRANSPORT=dpdk
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+source "$(dirname "$0")/perf_server.sh"
 
 # session NAME CRC OPCODES CLIENT_ARGS...: one recorded session, then the check.
 session() {
@@ -56,11 +54,7 @@ session() {
   timeout $((run_timeout + 15)) "$perf" -p "$port" --timeout "$run_timeout" --crc "$crc" \
     >"$dir/server.log" 2>&1 &
   server_pid=$!
-  for ((i = 0; i < 200; ++i)); do
-    grep -q "listening on port $port (transport dpdk)" "$dir/server.log" && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-  done
+  wait_listening "$server_pid" "$dir/server.log" "$port"
   # The client records its link to the server; --linger keeps its engine
   # polling after the close so the capture's last buffer is written.
   FI_SOFTRDMA_PCAP="$dir/client-%n.pcap" timeout $((run_timeout + 15)) "$perf" -p "$port" \

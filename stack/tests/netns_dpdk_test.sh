@@ -29,6 +29,7 @@ set -u
 
 perf=${1:?usage: netns_dpdk_test.sh <path-to-srdma_perf>}
 fail() { echo "netns_dpdk_test: FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/perf_server.sh"
 [[ -x $perf ]] || fail "$perf is not executable"
 [[ $(id -u) == 0 ]] || fail "needs root (network namespaces, veth, af_packet)"
 for tool in ip ss timeout awk; do
@@ -103,13 +104,7 @@ start_server() {  # extra args
     timeout $((run_timeout + 15)) "$perf" -p "$port" --timeout "$run_timeout" "$@" \
     >"$tmp/server.log" 2>&1 &
   server_pid=$!
-  local i
-  for ((i = 0; i < 200; ++i)); do  # up to 10 s for "listening"
-    grep -q "listening on port $port (transport dpdk)" "$tmp/server.log" && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  return 1
+  wait_listening "$server_pid" "$tmp/server.log" "$port"
 }
 
 passed=0

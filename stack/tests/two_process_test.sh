@@ -27,12 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A port the kernel just handed out; without python3, a random high one (a
-# collision only costs start_server a retry).
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
-    echo $((20000 + RANDOM % 30000))
-}
+source "$(dirname "$0")/perf_server.sh"
 
 # Starts a server on a free port (retrying if the port was taken meanwhile);
 # sets port and server_pid. Extra arguments go to the server.
@@ -40,18 +35,11 @@ start_server() {
   local attempt
   for ((attempt = 0; attempt < 5; ++attempt)); do
     port=$(free_port)
-    # Emptied here, not by the redirection below: that happens in the child,
-    # maybe after the wait below has read the last run's "listening".
     : >"$tmp/server.log"
     timeout $((run_timeout + 15)) "$perf" -p "$port" --timeout "$run_timeout" "$@" \
       >"$tmp/server.log" 2>&1 &
     server_pid=$!
-    local i
-    for ((i = 0; i < 100; ++i)); do  # up to 5 s for "listening"
-      grep -q "listening on port" "$tmp/server.log" && return 0
-      kill -0 "$server_pid" 2>/dev/null || break
-      sleep 0.05
-    done
+    wait_listening "$server_pid" "$tmp/server.log" "$port" && return 0
     kill "$server_pid" 2>/dev/null
     wait "$server_pid" 2>/dev/null
     server_pid=""

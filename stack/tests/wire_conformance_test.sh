@@ -63,9 +63,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # A port nobody listens on (the probe below re-checks it).
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+source "$(dirname "$0")/perf_server.sh"
 
 # Starts dumpcap on lo for one TCP port; returns once it is really capturing.
 start_capture() {  # file port errfile

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs an MPI program over softrdma the way users type it (Open MPI's cm PML
+# and ofi MTL, FI_PROVIDER=softrdma, the provider found through
+# FI_PROVIDER_PATH), under a timeout, and checks that it really went that
+# way: the MTL picked softrdma;ofi_rxm, every rank opened memif links of the
+# DPDK mesh, and the program printed its PASS line.
+# Usage: mpirun-softrdma.sh <dir with libsoftrdma-fi.so> <np> <seconds> <program> [mpirun options...]
+set -uo pipefail
+dir=$1 np=$2 secs=$3 prog=$4
+shift 4
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# Debian's /etc/openmpi/openmpi-mca-params.conf says "mtl = ^ofi": the
+# command line's "--mca mtl ofi" overrides it. --oversubscribe: 4 ranks on
+# this 2-core machine; Open MPI then lets ranks yield instead of spinning.
+timeout -k 10 "$secs" mpirun --allow-run-as-root --oversubscribe -np "$np" \
+  --mca pml cm --mca mtl ofi --mca mtl_ofi_verbose 1 \
+  -x FI_PROVIDER_PATH="$dir" -x FI_PROVIDER=softrdma -x FI_SOFTRDMA_DEBUG=1 \
+  "$@" "$prog" >"$log" 2>&1
+rc=$?
+cat "$log"
+fail() { echo "FAIL: $*"; exit 1; }
+[[ $rc == 124 || $rc == 137 ]] && fail "timed out after ${secs}s"
+[[ $rc == 0 ]] || fail "mpirun exited with $rc"
+# Each rank's MTL names its provider once.
+n=$(grep -c 'mtl:ofi:prov: softrdma;ofi_rxm' "$log")
+[[ $n == "$np" ]] || fail "$n of $np ranks chose softrdma;ofi_rxm"
+# The mesh announces every memif link it opens (FI_SOFTRDMA_DEBUG=1): at
+# least one per rank, since every rank talks to another.
+links=$(grep -o 'softrdma\[[0-9]*\]: link to' "$log" | sort -u | wc -l)
+(( links >= np )) || fail "only $links of $np ranks opened DPDK memif links"
+grep -q "^PASS " "$log" || fail "no PASS line"
+echo "OK: $(basename "$prog") np=$np over softrdma;ofi_rxm on the DPDK memif mesh"
