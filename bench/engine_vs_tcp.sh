@@ -1,41 +1,48 @@
 #!/usr/bin/env bash
-# Engine vs kernel TCP on 127.0.0.1, in one invocation:
-#   A: srdma_perf send latency at 8 B      B: tcp_baseline ping-pong at 8 B
-#   A: srdma_perf write bandwidth at 1 MiB B: tcp_baseline stream at 1 MiB
-# Every measurement runs R times, interleaved A B A B, so drift in machine
-# load hits both sides alike. Prints the medians over the R runs with the
-# engine/tcp ratios and writes them (and every run) to
+# The engine on each of its paths vs a plain kernel-TCP socket, 127.0.0.1, in
+# one invocation: 8 B Send latency (srdma_perf; tcp_baseline ping-pong) and
+# 1 MiB RDMA Write bandwidth (srdma_perf; tcp_baseline stream), for
+#   tcp       tcp_baseline, the yardstick
+#   kernel    the engine over kernel TCP
+#   dpdk-cN   the engine over lwIP on DPDK memif, threading model cN
+# Every measurement runs R times, interleaved path by path, so drift in
+# machine load hits all alike. Prints medians with ratios to the kernel-TCP
+# engine and to plain TCP, and the DPDK path's targets (8 B round trip within
+# 1.5x of 2 us and at most 1/4 of the kernel-TCP engine's; 1 MiB at least the
+# kernel-TCP engine's); writes them and every run to
 # bench/results/engine_vs_tcp.csv.
 #
-# usage: bench/engine_vs_tcp.sh [-R reps] [-b build-dir] [--crc 0|1] [-n lat-iters]
-#                               [-N bw-iters] [-T run-timeout-s] [-B budget-s]
-# Time is bounded: every run has its own deadline (-T, default 60 s), and no
-# new repetition starts once the budget (-B, default 600 s) is spent; the
-# medians are then over the repetitions completed.
-# Binaries: <build-dir>/stack/tools/srdma_perf and <build-dir>/bench/tcp_baseline
-# (default build-dir: the first of build/, build-perf/ that has both).
+# usage: bench/engine_vs_tcp.sh [-R reps] [-P path,path...] [-b build-dir] [--crc 0|1]
+#                               [-n lat-iters] [-N bw-iters] [-T run-timeout-s] [-B budget-s]
+# Default paths: tcp,kernel,dpdk-c2,dpdk-c1,dpdk-c3. Time is bounded: every
+# run has its own deadline (-T, default 60 s), and no new repetition starts
+# once the budget (-B, default 900 s) is spent; medians are then over the
+# repetitions completed. Binaries: <build-dir>/stack/tools/srdma_perf and
+# <build-dir>/bench/tcp_baseline (default build-dir: build/ or build-perf/).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 reps=5
+paths=tcp,kernel,dpdk-c2,dpdk-c1,dpdk-c3
 build=""
 crc=""
-lat_iters=10000
-bw_iters=1000
+lat_iters=5000
+bw_iters=500
 run_timeout=60
-budget=600
+budget=900
 
 while [[ $# -gt 0 ]]; do
   case $1 in
     -R) reps=$2; shift 2 ;;
+    -P) paths=$2; shift 2 ;;
     -b) build=$2; shift 2 ;;
     --crc) crc=$2; shift 2 ;;
     -n) lat_iters=$2; shift 2 ;;
     -N) bw_iters=$2; shift 2 ;;
     -T) run_timeout=$2; shift 2 ;;
     -B) budget=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "engine_vs_tcp: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -67,12 +74,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+source "$root/stack/tests/perf_server.sh"  # free_port, wait_listening
 
-# run BINARY SERVER_ARGS... -- CLIENT_ARGS...: one server/client pair; the
-# client's CSV lands in $tmp/client.csv. Any failure ends the script.
+# run BINARY SERVER_ARGS... -- CLIENT_ARGS...: one server/client pair, both
+# with the environment in run_env; the client's CSV lands in $tmp/client.csv.
+# Any failure ends the script.
+run_env=()
 run() {
   local bin=$1
   shift
@@ -81,10 +88,12 @@ run() {
   shift
   cargs=("$@")
   port=$(free_port)
-  timeout $((run_timeout + 15)) "$bin" -p "$port" --timeout "$run_timeout" "${sargs[@]}" \
-    >"$tmp/server.log" 2>&1 &
+  : >"$tmp/server.log"
+  env "${run_env[@]}" timeout $((run_timeout + 15)) "$bin" -p "$port" --timeout "$run_timeout" \
+    "${sargs[@]}" >"$tmp/server.log" 2>&1 &
   server_pid=$!
-  if ! timeout $((run_timeout + 15)) "$bin" -p "$port" --timeout "$run_timeout" --csv \
+  wait_listening "$server_pid" "$tmp/server.log" "$port" || true  # tcp_baseline says nothing
+  if ! env "${run_env[@]}" timeout $((run_timeout + 15)) "$bin" -p "$port" --timeout "$run_timeout" --csv \
       "${cargs[@]}" 127.0.0.1 >"$tmp/client.csv" 2>"$tmp/client.err"; then
     echo "engine_vs_tcp: FAILED: $(basename "$bin") ${cargs[*]}" >&2
     cat "$tmp/client.err" "$tmp/server.log" >&2
@@ -112,7 +121,9 @@ median() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f\n", a / b; else print "nan" }'; }
 
-e_med=() e_p99=() t_med=() t_p99=() e_bw=() t_bw=() crc_used=""
+IFS=, read -r -a path_list <<<"$paths"
+declare -A lat p99 bw  # per path: the runs' values, space-separated
+crc_used=""
 done_reps=0
 for ((r = 1; r <= reps; ++r)); do
   if ((SECONDS > budget)); then
@@ -120,36 +131,56 @@ for ((r = 1; r <= reps; ++r)); do
     break
   fi
   echo "engine_vs_tcp: repetition $r/$reps" >&2
-  run "$perf" "${crc_args[@]}" -- -o send -t lat -s 8 -n "$lat_iters" "${crc_args[@]}"
-  e_med+=("$(field median_us)") e_p99+=("$(field p99_us)") crc_used=$(field crc)
-  run "$tcp" -- -t lat -s 8 -n "$lat_iters"
-  t_med+=("$(field median_us)") t_p99+=("$(field p99_us)")
-  run "$perf" "${crc_args[@]}" -- -o write -t bw -s 1M -n "$bw_iters" --max-bytes 0 "${crc_args[@]}"
-  e_bw+=("$(field mb_s)")
-  run "$tcp" -- -t bw -s 1M -n "$bw_iters" --max-bytes 0
-  t_bw+=("$(field mb_s)")
+  for path in "${path_list[@]}"; do
+    case $path in
+      tcp) bin=$tcp run_env=() lat_args=(-t lat) bw_args=(-t bw) ;;
+      kernel) bin=$perf run_env=(FI_SOFTRDMA_TRANSPORT=kernel) ;;
+      dpdk-c[123]) bin=$perf run_env=(FI_SOFTRDMA_TRANSPORT=dpdk "FI_SOFTRDMA_THREADING=${path#dpdk-}") ;;
+      *) echo "engine_vs_tcp: unknown path $path" >&2; exit 2 ;;
+    esac
+    srv_args=()
+    if [[ $path != tcp ]]; then
+      srv_args=("${crc_args[@]}")
+      lat_args=("${crc_args[@]}" -o send -t lat)
+      bw_args=("${crc_args[@]}" -o write -t bw)
+    fi
+    run "$bin" "${srv_args[@]}" -- "${lat_args[@]}" -s 8 -n "$lat_iters"
+    lat[$path]+="$(field median_us) " p99[$path]+="$(field p99_us) "
+    [[ $path == kernel ]] && crc_used=$(field crc)
+    run "$bin" "${srv_args[@]}" -- "${bw_args[@]}" -s 1M -n "$bw_iters" --max-bytes 0
+    bw[$path]+="$(field mb_s) "
+  done
   done_reps=$r
 done
 reps=$done_reps
+((reps > 0)) || { echo "engine_vs_tcp: no repetition completed" >&2; exit 1; }
 
-join() { local IFS=';'; echo "$*"; }
+# med PATH ARRAY: median of that path's runs.
+med() { local -n a=$2; median ${a[$1]:-}; }
+k_lat=$(med kernel lat) k_bw=$(med kernel bw)
+t_lat=$(med tcp lat) t_bw=$(med tcp bw)
 {
-  echo "metric,unit,engine_median,tcp_median,ratio_engine_over_tcp,reps,engine_crc,engine_runs,tcp_runs"
-  emit() {  # metric unit engine-array-name tcp-array-name
-    local -n e=$3 t=$4
-    local em tm
-    em=$(median "${e[@]}")
-    tm=$(median "${t[@]}")
-    echo "$1,$2,$em,$tm,$(ratio "$em" "$tm"),$reps,$crc_used,$(join "${e[@]}"),$(join "${t[@]}")"
-  }
-  emit send_lat_8B_median us e_med t_med
-  emit send_lat_8B_p99 us e_p99 t_p99
-  emit write_bw_1MiB MB/s e_bw t_bw
+  echo "path,lat_8B_median_us,lat_8B_p99_us,write_bw_1MiB_MBps,lat_over_kernel,bw_over_kernel,lat_over_tcp,bw_over_tcp,reps,crc,lat_runs,bw_runs"
+  for path in "${path_list[@]}"; do
+    l=$(med "$path" lat) p=$(med "$path" p99) b=$(med "$path" bw)
+    echo "$path,$l,$p,$b,$(ratio "$l" "$k_lat"),$(ratio "$b" "$k_bw"),$(ratio "$l" "$t_lat"),$(ratio "$b" "$t_bw"),$reps,$crc_used,$(echo ${lat[$path]} | tr ' ' ';'),$(echo ${bw[$path]} | tr ' ' ';')"
+  done
 } >"$csv"
 
 echo
-echo "engine vs kernel TCP on 127.0.0.1: medians of $reps interleaved runs (engine CRC $([[ $crc_used == 1 ]] && echo on || echo off))"
+echo "engine paths vs kernel TCP on 127.0.0.1: medians of $reps interleaved runs (engine CRC $([[ $crc_used == 1 ]] && echo on || echo off))"
 echo "latency = half round trip, us; bandwidth in MB/s (10^6 B/s)"
-awk -F, 'NR == 1 { printf "%-22s %12s %12s %12s\n", "metric", "engine", "tcp", "engine/tcp"; next }
-         { printf "%-22s %12s %12s %12s\n", $1 " [" $2 "]", $3, $4, $5 }' "$csv"
+awk -F, 'NR == 1 { printf "%-9s %10s %10s %10s %10s %10s %10s\n", "path", "8B lat", "8B p99", "1MiB bw", "lat/kern", "bw/kern", "lat/tcp"; next }
+         { printf "%-9s %10s %10s %10s %10s %10s %10s\n", $1, $2, $3, $4, $5, $6, $7 }' "$csv"
+for path in "${path_list[@]}"; do
+  [[ $path == dpdk-* && -n ${lat[kernel]:-} ]] || continue
+  l=$(med "$path" lat) b=$(med "$path" bw)
+  awk -v p="$path" -v l="$l" -v b="$b" -v kl="$k_lat" -v kb="$k_bw" 'BEGIN {
+    rtt = 2 * l
+    a = (rtt <= 3.0) ? "met" : "NOT met"
+    q = (rtt <= 2 * kl / 4) ? "met" : "NOT met"
+    c = (b + 0 >= kb + 0) ? "met" : "NOT met"
+    printf("targets %s: 8 B round trip %.2f us <= 3.0 (1.5 x 2 us): %s; <= kernel engine / 4 (%.2f us): %s; 1 MiB %.0f >= kernel engine %.0f MB/s: %s\n",
+      p, rtt, a, 2 * kl / 4, q, b, kb, c) }'
+done
 echo "csv: $csv"

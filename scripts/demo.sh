@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's demo: SoftRDMA on this machine's embedded default (lwIP on
 # DPDK memif, no hugepages, no NIC), through libfabric as users meet it.
-#  1. fi_info lists the softrdma provider and softrdma;ofi_rxm.
+#  1. Installed into libfabric's provider directory, fi_info lists the
+#     softrdma provider and softrdma;ofi_rxm, with no variable set.
 #  2. fi_pingpong -p softrdma -e msg, server and client as two processes,
 #     client given 127.0.0.1 as with the tcp provider, data verified (-c).
 #  3. The same through ofi_rxm (-e rdm), as MPI uses it.
@@ -14,7 +15,8 @@ if [[ ! -f build/prov/libsoftrdma-fi.so || ! -x build/stack/tools/srdma_perf ]];
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j "$(nproc)" --target softrdma-fi srdma_perf
 fi
-export FI_PROVIDER_PATH=$PWD/build/prov
+# Installed where libfabric looks by default: no FI_PROVIDER_PATH from here on.
+cmake --install build >/dev/null
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -31,8 +33,10 @@ pingpong() {
   wait $srv
 }
 
-echo "== fi_info -p softrdma"
+echo "== fi_info -p softrdma (installed provider, nothing set)"
 fi_info -p softrdma | grep -E "provider|type|protocol" | sort | uniq -c
+echo "== FI_PROVIDER=softrdma fi_info -t FI_EP_RDM"
+FI_PROVIDER=softrdma fi_info -t FI_EP_RDM | grep -E "provider" | sort | uniq -c
 
 for size in 8 1048576; do
   echo; echo "== fi_pingpong -p softrdma -e msg -S $size (DPDK memif), data verified"

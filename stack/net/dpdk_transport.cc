@@ -120,9 +120,11 @@ class Mesh {
   int ensure_link(pid_t pid) {
     std::lock_guard g(mu_);
     if (pid == rv_.pid()) return 0;  // ourselves: lwIP loops it back
-    if (!links_.count(pid)) {
+    if (auto it = links_.find(pid); it == links_.end()) {
       int rc = pid > rv_.pid() ? open_server(pid) : rv_.send_serve(pid);
       if (rc < 0) return rc;
+    } else if (pid > rv_.pid() && !it->second.port->link_up()) {
+      rv_.send_link(pid, rv_.link_name(pid));  // the peer's last attach may have failed
     }
     // Generous: a loaded host may be slow to run the peer's interrupt thread.
     auto end = std::chrono::steady_clock::now() + kLinkUpTimeout;
@@ -194,7 +196,15 @@ class Mesh {
         awaiting_bye_ack_.erase(r.peer);
         continue;
       }
-      if (links_.count(r.peer) || exiting_) continue;
+      if (exiting_) continue;
+      if (auto it = links_.find(r.peer); it != links_.end()) {
+        // Asked again while our server end waits: the peer's attach failed
+        // (a slow start on a loaded host). Tell it where to attach again.
+        if (r.kind == Rendezvous::Request::Kind::kServe && r.peer > rv_.pid() &&
+            !it->second.port->link_up())
+          rv_.send_link(r.peer, rv_.link_name(r.peer));
+        continue;
+      }
       if (r.kind == Rendezvous::Request::Kind::kServe) {
         if (r.peer > rv_.pid()) open_server(r.peer);
       } else {

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <rte_eal.h>
@@ -73,6 +74,19 @@ std::vector<std::string> build_args(const EalOptions& o, int lcore_cpu) {
 }
 
 }  // namespace
+
+EalOptions EalOptions::from_env() {
+  EalOptions o;
+  if (const char* a = std::getenv("FI_SOFTRDMA_EAL_ARGS"); a != nullptr) o.extra_args = a;
+  if (const char* h = std::getenv("FI_SOFTRDMA_HUGEPAGES"); h != nullptr) o.hugepages = std::atoi(h) != 0;
+  const char* d = std::getenv("FI_SOFTRDMA_DEVARGS");
+  o.pci = d != nullptr && *d != '\0' && std::string_view(d).substr(0, 4) != "net_";
+  // Only that device: the PCI scan must not touch the host's other NICs.
+  if (o.pci && o.extra_args.find("-a ") == std::string::npos &&
+      o.extra_args.find("--allow") == std::string::npos)
+    o.extra_args += std::string(o.extra_args.empty() ? "" : " ") + "-a " + d;
+  return o;
+}
 
 int dpdk_eal_init(const EalOptions& options) {
   Eal& e = eal();

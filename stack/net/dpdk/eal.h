@@ -20,10 +20,16 @@ struct EalOptions {
   size_t memory_mb = 256;             // -m
   std::string log_level = "*:error";  // --log-level (pattern:level)
   std::string extra_args;             // whitespace-separated, appended last
+
+  // The defaults, changed by the environment: FI_SOFTRDMA_EAL_ARGS (extra
+  // arguments, e.g. "-a 0000:3b:00.0"), FI_SOFTRDMA_HUGEPAGES=1, and PCI on
+  // when FI_SOFTRDMA_DEVARGS names a PCI device rather than a vdev (net_*).
+  static EalOptions from_env();
 };
 
 // Initialises the EAL once; thread-safe. Returns 0 or a negative errno, and
 // every later call returns the first call's result whatever its options.
+// Ports opened without an explicit init start it with EalOptions::from_env().
 // After dpdk_eal_cleanup() it returns -ESHUTDOWN: DPDK cannot restart.
 int dpdk_eal_init(const EalOptions& options = {});
 

@@ -326,7 +326,7 @@ bool DpdkPortImpl::open(const PortOptions& o, std::string* why) {
   burst_ = std::clamp<uint16_t>(o.burst, 1, kMaxBurst);
   name_ = o.devargs.substr(0, o.devargs.find(','));
 
-  if (const int rc = dpdk_eal_init(); rc != 0) {
+  if (const int rc = dpdk_eal_init(EalOptions::from_env()); rc != 0) {
     *why = "EAL init failed: " + errno_text(rc);
     return false;
   }
@@ -762,7 +762,7 @@ std::unique_ptr<FrameLink> open_dpdk_port(const PortOptions& options, std::strin
 }
 
 bool dpdk_prepare(const PortOptions& o, std::string* error) {
-  if (const int rc = dpdk_eal_init(); rc != 0) {
+  if (const int rc = dpdk_eal_init(EalOptions::from_env()); rc != 0) {
     *error = "EAL init failed: " + errno_text(rc);
     return false;
   }
