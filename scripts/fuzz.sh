@@ -51,7 +51,7 @@ fi
 
 if [[ ! -f $BUILD/build.ninja ]]; then
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSOFTRDMA_SANITIZE=ON -DSOFTRDMA_FUZZ=ON >/dev/null
+    -DSOFTRDMA_SANITIZE=ON -DSOFTRDMA_FUZZ=ON -DSOFTRDMA_ENGINE_ONLY=ON >/dev/null
 fi
 cmake --build "$BUILD" -j "$JOBS" --target fuzz_all >/dev/null
 

@@ -14,7 +14,7 @@ cmake --build build -j "$JOBS"
 
 if [[ "${SOFTRDMA_SKIP_SANITIZE:-0}" != 1 ]]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTRDMA_WERROR=ON \
-    -DSOFTRDMA_SANITIZE=ON
+    -DSOFTRDMA_SANITIZE=ON -DSOFTRDMA_ENGINE_ONLY=ON
   cmake --build build-asan -j "$JOBS"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS" -L engine)
 fi
