@@ -396,7 +396,15 @@ class DpdkTransport : public Transport {
   void release(StreamConn* c) override { inner_->release(c); }
 
   int poll(TransportEvents& ev, int timeout_us) override {
-    if (mesh_) mesh_->serve();  // peers asking for links
+    // Peers asking for links: a recv() on the rendezvous socket, so not on
+    // every poll (that syscall would sit in every ping-pong round trip).
+    if (mesh_) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_serve_ >= kServeInterval) {
+        last_serve_ = now;
+        mesh_->serve();
+      }
+    }
     return inner_->poll(ev, timeout_us);
   }
 
@@ -404,6 +412,8 @@ class DpdkTransport : public Transport {
   int wait_fd() const override { return inner_->wait_fd(); }
 
  private:
+  static constexpr auto kServeInterval = std::chrono::microseconds(50);
+  std::chrono::steady_clock::time_point last_serve_{};
   std::unique_ptr<Transport> inner_;
   Mesh* mesh_;
   in_addr self_;
