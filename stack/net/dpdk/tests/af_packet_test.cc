@@ -35,7 +35,7 @@ std::string capture(const std::string& cmd) {
 class KernelIfTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (netns, veth)";
+    if (geteuid() != 0) GTEST_FAIL() << "needs root (netns, veth)";
     netns_ = "softrdma-t" + std::to_string(getpid());
     sh("ip netns del " + netns_);  // a leftover of a killed run
     const std::string in = "ip -n " + netns_ + " ";

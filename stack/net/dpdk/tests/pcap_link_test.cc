@@ -56,7 +56,8 @@ off_t file_size(const std::string& path) {
 class PcapLinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::system("command -v tshark >/dev/null 2>&1") != 0) GTEST_SKIP() << "no tshark";
+    if (std::system("command -v tshark >/dev/null 2>&1") != 0)
+      GTEST_FAIL() << "tshark missing (scripts/setup.sh installs it)";
     path_ = "/tmp/softrdma-pcap-test-" + std::to_string(getpid()) + ".pcap";
   }
   void TearDown() override { unlink(path_.c_str()); }
