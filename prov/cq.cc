@@ -95,7 +95,7 @@ ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeo
 int cq_signal(fid_cq* f) {
   auto* cq = from_fid<Cq>(f);
   cq->signaled = true;
-  cq->wait.signal();
+  cq->wait.wake();
   return 0;
 }
 
@@ -132,12 +132,12 @@ fi_ops_cq g_cq_ops = {sizeof(fi_ops_cq), cq_read,       cq_readfrom, cq_readerr,
 }  // namespace
 
 void Cq::reap() {
-  Wc wcs[64];
+  const int cap = static_cast<int>(reaped.size());
   int n;
-  while ((n = dom->fab->engine->poll_cq(ecq, wcs, 64)) > 0) {
+  while ((n = dom->fab->engine->poll_cq(ecq, reaped.data(), cap)) > 0) {
     for (int i = 0; i < n; ++i) {
       CqItem it;
-      if (translate(wcs[i], &it)) ready.push_back(it);
+      if (translate(reaped[i], &it)) ready.push_back(it);
     }
   }
 }
@@ -145,10 +145,7 @@ void Cq::reap() {
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
   std::lock_guard g(dom->fab->mu);
   if (ready.empty()) dom->fab->progress();
-  if (ready.empty()) {
-    wait.drain();  // re-arm the wait fd
-    return -FI_EAGAIN;
-  }
+  if (ready.empty()) return -FI_EAGAIN;
   if (ready.front().error) return -FI_EAVAIL;
   const size_t sz = entry_size(format);
   size_t done = 0;

@@ -15,10 +15,7 @@ ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flag
   auto* eq = from_fid<Eq>(f);
   std::lock_guard g(eq->fab->mu);
   eq->fab->progress();
-  if (eq->items.empty()) {
-    eq->wait.drain();
-    return -FI_EAGAIN;
-  }
+  if (eq->items.empty()) return -FI_EAGAIN;
   EqItem& it = eq->items.front();
   if (it.error) return -FI_EAVAIL;
   size_t hdr = it.event == FI_CONNREQ || it.event == FI_CONNECTED ? sizeof(fi_eq_cm_entry)

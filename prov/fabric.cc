@@ -50,20 +50,25 @@ int fabric_close(fid* f) {
 int fabric_trywait(fid_fabric* f, fid** fids, int count) {
   auto* fab = from_fid<Fabric>(f);
   std::lock_guard g(fab->mu);
-  fab->progress();
   bool cm = false;
-  for (int i = 0; i < count; ++i) {
+  for (int i = 0; i < count; ++i) {  // arm first: see WaitFd (wait.cc)
     switch (fids[i]->fclass) {
       case FI_CLASS_CQ:
-        if (!from_fid<Cq>(fids[i])->ready.empty()) return -FI_EAGAIN;
+        from_fid<Cq>(fids[i])->wait.arm();
         break;
       case FI_CLASS_EQ:
-        if (!from_fid<Eq>(fids[i])->items.empty()) return -FI_EAGAIN;
+        from_fid<Eq>(fids[i])->wait.arm();
         cm = true;
         break;
       default:
         return -FI_EINVAL;  // counters have no wait fd
     }
+  }
+  fab->progress();
+  for (int i = 0; i < count; ++i) {
+    const bool ready = fids[i]->fclass == FI_CLASS_CQ ? !from_fid<Cq>(fids[i])->ready.empty()
+                                                       : !from_fid<Eq>(fids[i])->items.empty();
+    if (ready) return -FI_EAGAIN;
   }
   return fab->can_block(cm) ? 0 : -FI_EAGAIN;
 }

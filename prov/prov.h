@@ -72,10 +72,15 @@ struct Fabric;
 struct WaitFd {
   int efd = -1;   // eventfd: the object gained an entry
   int epfd = -1;  // what FI_GETWAIT hands out: efd + the transport's fd
+  // Set by fi_trywait when it lets the caller sleep; the next entry then
+  // writes efd. Unarmed, entries cost no syscall (see wait.cc).
+  mutable std::atomic<bool> armed{false};
   void open(Fabric* fab);
   void close();
-  void signal() const;
-  void drain() const;
+  // Before fi_trywait's last look for entries: empties efd and arms.
+  void arm() const;
+  void signal() const;  // an entry arrived: wakes a sleeper, if one is armed
+  void wake() const;    // fi_cq_signal: wakes a sleeper regardless
   int control(int command, void* arg) const;  // FI_GETWAIT, FI_GETWAITOBJ
 };
 struct Cntr;
@@ -170,6 +175,7 @@ struct Cq {
   std::atomic<bool> signaled{false};  // fi_cq_signal: end one fi_cq_sread
   ssize_t read(void* buf, size_t count, fi_addr_t* src);
   void reap();    // engine completions -> ready
+  std::vector<Wc> reaped = std::vector<Wc>(64);  // reap's buffer (under Fabric::mu)
 };
 
 struct Cntr {

@@ -4,6 +4,18 @@
 // progressed yet also wakes the waiter, who then calls fi_cq_read or
 // fi_eq_read and progresses. With the auto-progress thread running, the
 // thread turns traffic into entries itself and only the eventfd is needed.
+//
+// The eventfd is written only while armed: fi_trywait arms it before its
+// last look for entries, and the first entry after that writes it once.
+// fi_trywait(3) makes this the contract (sleeping on the fd without
+// fi_trywait is unsupported), and it keeps two syscalls (a write per
+// completion, a read per empty fi_cq_read) out of every busy-polled round
+// trip: 8 B fi_pingpong -e msg latency went from 3.6-4.3 us to 2.0-2.2
+// (tcp provider 6.6-8.5 in the same runs).
+//
+// Ordering: the waiter arms (seq_cst), then takes the engine's CQ lock to
+// reap; a pusher pushes under that lock, then reads armed (seq_cst). Either
+// the waiter's reap sees the entry or the pusher sees armed=true.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -27,16 +39,21 @@ void WaitFd::close() {
   epfd = efd = -1;
 }
 
-void WaitFd::signal() const {
-  if (efd < 0) return;
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(efd, &one, sizeof(one));
-}
-
-void WaitFd::drain() const {
+void WaitFd::arm() const {
   if (efd < 0) return;
   uint64_t v;
   [[maybe_unused]] ssize_t n = ::read(efd, &v, sizeof(v));
+  armed.store(true);
+}
+
+void WaitFd::signal() const {
+  if (armed.load() && armed.exchange(false)) wake();
+}
+
+void WaitFd::wake() const {
+  if (efd < 0) return;
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(efd, &one, sizeof(one));
 }
 
 int WaitFd::control(int command, void* arg) const {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "stack/common/pass_clock.h"
 #include "stack/engine_conn.h"
 #include "stack/net/dpdk_transport.h"
 
@@ -194,8 +195,8 @@ static int64_t now_ns() {
 
 int Engine::progress_once() {
   std::lock_guard g(mu_);
-  last_progress_ns_.store(now_ns(), std::memory_order_relaxed);
-  int n = transport_->poll(*this, 0);
+  int n = transport_->poll(*this, 0);  // refreshes the pass clock
+  last_progress_ns_.store(pass_clock::now_ns(), std::memory_order_relaxed);
   check_timeouts();
   if (cfg_.threading == Threading::kC1) {
     for (auto& [qp, owned] : qps_) {

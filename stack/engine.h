@@ -193,6 +193,9 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   std::unordered_map<Qp*, std::unique_ptr<Qp>> qps_;
   std::unordered_map<ConnReq*, std::unique_ptr<ConnReq>> conns_;
   std::deque<CmEvent> events_;
+  // events_.size() as of its last push or pop (never below it): lets
+  // poll_cm skip the lock on the common empty poll.
+  std::atomic<size_t> events_held_{0};
   uint32_t next_qp_ = 1;
   std::atomic<bool> stop_{false};
   std::thread io_thread_;  // c1 and c3 only

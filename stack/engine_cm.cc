@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "stack/common/pass_clock.h"
 #include "stack/engine.h"
 #include "stack/engine_conn.h"
 
@@ -51,13 +52,18 @@ iwarp::MpaParams Engine::our_params(const Qp* qp, const void* pdata, size_t len)
   return p;
 }
 
-void Engine::emit(CmEvent ev) { events_.push_back(std::move(ev)); }
+void Engine::emit(CmEvent ev) {
+  events_.push_back(std::move(ev));
+  events_held_.store(events_.size());
+}
 
 bool Engine::poll_cm(CmEvent* ev) {
+  if (events_held_.load() == 0) return false;  // polled every pass: no lock when empty
   ApiLock g(this);
   if (events_.empty()) return false;
   *ev = std::move(events_.front());
   events_.pop_front();
+  events_held_.store(events_.size());
   return true;
 }
 
@@ -266,7 +272,7 @@ void Engine::drop_conn(ConnReq* c) {
 }
 
 void Engine::check_timeouts() {
-  auto now = std::chrono::steady_clock::now();
+  const std::chrono::steady_clock::time_point now{std::chrono::nanoseconds(pass_clock::now_ns())};
   for (auto it = conns_.begin(); it != conns_.end();) {
     ConnReq* c = it->first;
     ++it;

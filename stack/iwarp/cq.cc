@@ -20,9 +20,11 @@ void Cq::push_locked(const Wc& wc) {
     overrun_ = true;
     spill_.push_back(wc);
   }
+  held_.store(count_ + spill_.size());
 }
 
 int Cq::poll(Wc* out, int n) {
+  if (held_.load() == 0) return 0;
   std::lock_guard g(mu_);
   int got = 0;
   for (int pass = 0; pass < 2; ++pass) {
@@ -36,6 +38,7 @@ int Cq::poll(Wc* out, int n) {
     for (size_t i = 0; i < move; ++i) ring_[(head_ + count_++) % ring_.size()] = spill_[i];
     spill_.erase(spill_.begin(), spill_.begin() + static_cast<long>(move));
   }
+  held_.store(count_ + spill_.size());
   return got;
 }
 

@@ -5,6 +5,7 @@
 // contends for the engine lock with the c1/c3 I/O thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -21,10 +22,7 @@ class Cq {
   void push(const Wc& wc);
   // Moves up to n completions into out; returns how many.
   int poll(Wc* out, int n);
-  size_t size() const {
-    std::lock_guard g(mu_);
-    return count_ + spill_.size();
-  }
+  size_t size() const { return held_.load(); }
   uint32_t depth() const { return static_cast<uint32_t>(ring_.size()); }
   // True once a completion did not fit the ring (it is kept, not lost).
   bool overrun() const {
@@ -44,6 +42,11 @@ class Cq {
   size_t count_ = 0;
   std::vector<Wc> spill_;  // completions past depth, delivered after the ring
   bool overrun_ = false;
+  // count_ + spill_.size(), readable without the lock: an empty CQ is
+  // polled on every progress pass, and answers without locking. seq_cst, so
+  // a waiter that arms its wakeup and then finds the CQ empty is sure the
+  // next push sees it armed (prov/wait.cc).
+  std::atomic<size_t> held_{0};
 };
 
 }  // namespace softrdma::iwarp

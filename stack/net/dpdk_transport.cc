@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "stack/common/pass_clock.h"
 #include "stack/net/dpdk/port.h"
 #include "stack/net/fault_link.h"
 #include "stack/net/lwip/lwip_transport.h"
@@ -399,8 +400,8 @@ class DpdkTransport : public Transport {
     // Peers asking for links: a recv() on the rendezvous socket, so not on
     // every poll (that syscall would sit in every ping-pong round trip).
     if (mesh_) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_serve_ >= kServeInterval) {
+      const int64_t now = pass_clock::now_ns();  // the inner poll refreshes it
+      if (now - last_serve_ >= kServeIntervalNs) {
         last_serve_ = now;
         mesh_->serve();
       }
@@ -412,8 +413,8 @@ class DpdkTransport : public Transport {
   int wait_fd() const override { return inner_->wait_fd(); }
 
  private:
-  static constexpr auto kServeInterval = std::chrono::microseconds(50);
-  std::chrono::steady_clock::time_point last_serve_{};
+  static constexpr int64_t kServeIntervalNs = 50'000;
+  int64_t last_serve_ = 0;
   std::unique_ptr<Transport> inner_;
   Mesh* mesh_;
   in_addr self_;

@@ -33,6 +33,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "stack/common/pass_clock.h"
+
 namespace softrdma::net {
 namespace {
 
@@ -756,6 +758,7 @@ int KernelTcpTransport::poll(TransportEvents& ev, int timeout_us) {
   int ms = pending_.empty() ? timeout_ms(timeout_us) : 0;
   epoll_event events[kMaxEvents];
   int n = ::epoll_wait(epfd_, events, kMaxEvents, ms);
+  pass_clock::refresh();
   if (n < 0) {
     if (errno != EINTR) return -errno;
     n = 0;  // a signal: report no events, the caller polls again

@@ -96,6 +96,8 @@ class Transport {
 
   // Runs I/O: waits up to timeout_us (0: just poll, -1: block) for events
   // and dispatches them. Returns the number of events handled or -errno.
+  // Each pass it makes starts with pass_clock::refresh(), so the engine and
+  // the layers below share one clock read per pass.
   virtual int poll(TransportEvents& ev, int timeout_us) = 0;
   // Wakes a poll() blocked in another thread.
   virtual void wake() = 0;

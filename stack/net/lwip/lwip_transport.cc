@@ -26,7 +26,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <deque>
@@ -46,6 +45,8 @@
 #include "lwip/timeouts.h"
 #include "lwip_hooks.h"
 #include "netif/ethernet.h"
+
+#include "stack/common/pass_clock.h"
 
 namespace softrdma::net {
 namespace {
@@ -1509,11 +1510,11 @@ void TransportImpl::wait(int timeout_ms) {
 }
 
 int TransportImpl::poll(TransportEvents& ev, int timeout_us) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
   Stack& s = Stack::get();
+  const int64_t start_ns = pass_clock::refresh();
   int handled = 0;
-  for (;;) {
+  for (bool first = true;; first = false) {
+    if (!first) pass_clock::refresh();
     {
       Locked g;
       drain_signals();
@@ -1525,9 +1526,9 @@ int TransportImpl::poll(TransportEvents& ev, int timeout_us) {
     if (wake_pending_.exchange(false)) break;
     int left_ms = -1;
     if (timeout_us > 0) {
-      auto spent = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-      if (spent.count() >= timeout_us) break;
-      left_ms = static_cast<int>((timeout_us - spent.count() + 999) / 1000);
+      const int64_t spent_us = (pass_clock::refresh() - start_ns) / 1000;
+      if (spent_us >= timeout_us) break;
+      left_ms = static_cast<int>((timeout_us - spent_us + 999) / 1000);
     }
     if (s.fd_mode()) wait(left_ms);  // else: links must be busy-polled
   }

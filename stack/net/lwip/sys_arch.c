@@ -5,13 +5,11 @@
 #include <time.h>
 
 #include "lwip/sys.h"
+#include "stack/common/pass_clock.h"
 
-// Monotonic, so wall-clock steps never fire or stall TCP timers.
-u32_t sys_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (u32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
-}
+// Monotonic, so wall-clock steps never fire or stall TCP timers; the
+// progress pass's time, read once per pass (pass_clock.h says why).
+u32_t sys_now(void) { return softrdma_pass_clock_ms(); }
 
 unsigned int softrdma_lwip_rand(void) {
   unsigned int v = 0;
