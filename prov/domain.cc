@@ -34,8 +34,10 @@ int query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr, ui
   return 0;
 }
 
-// The one extension offered: ofi_rxm's flow control (flow_ctrl.cc).
+// Extensions: ofi_rxm's flow control (flow_ctrl.cc), our counters
+// (counters_ops.cc).
 int domain_ops_open(fid*, const char* name, uint64_t, void** ops, void*) {
+  if (open_counters_ops(name, ops)) return 0;
   if (!name || std::strcmp(name, kFlowCtrlOpsName) != 0) return -FI_ENOSYS;
   *ops = flow_ctrl_ops();
   return 0;

@@ -75,7 +75,11 @@ int fabric_trywait(fid_fabric* f, fid** fids, int count) {
 
 int no_wait_open(fid_fabric*, fi_wait_attr*, fid_wait**) { return -FI_ENOSYS; }
 
-fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, no_bind, no_control, no_ops_open,
+int fabric_ops_open(fid*, const char* name, uint64_t, void** ops, void*) {
+  return open_counters_ops(name, ops) ? 0 : -FI_ENOSYS;
+}
+
+fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, no_bind, no_control, fabric_ops_open,
                           nullptr, nullptr};
 fi_ops_fabric g_fabric_ops = {
     .size = sizeof(fi_ops_fabric),

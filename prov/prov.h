@@ -273,6 +273,8 @@ extern fi_ops_tagged g_tagged_ops;
 // --- flow_ctrl.cc --- ofi_rxm's credit-based flow control (see there).
 extern const char* const kFlowCtrlOpsName;
 void* flow_ctrl_ops();
+// --- counters_ops.cc --- FI_SOFTRDMA_COUNTERS_OPS: *ops set, true if name is it.
+bool open_counters_ops(const char* name, void** ops);
 bool consumes_recv(WrOpcode op);          // takes a receive at the peer
 bool take_credit(Ep* ep, bool priority);  // false: the peer has no receive for it
 void return_credit(Ep* ep);               // the post failed after all

@@ -2,6 +2,7 @@
 #include "stack/engine.h"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +42,7 @@ EngineConfig EngineConfig::from_env() {
     if (!std::strcmp(t, "c3")) c.threading = Threading::kC3;
   }
   if (const char* w = std::getenv("FI_SOFTRDMA_WATCHDOG_US"); w && *w) c.watchdog_us = std::atoi(w);
+  if (const char* s = std::getenv("FI_SOFTRDMA_STATS"); s && *s) c.stats_to = s;
   if (const char* r = std::getenv("FI_SOFTRDMA_RTR"); r && *r) {
     if (!std::strcmp(r, "none")) c.rtr = iwarp::Rtr::kNone;
     if (!std::strcmp(r, "read")) c.rtr = iwarp::Rtr::kRead;
@@ -69,10 +71,24 @@ Engine::Engine(const EngineConfig& cfg, std::unique_ptr<net::Transport> transpor
     watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
+// FI_SOFTRDMA_STATS: one line per engine, "softrdma: pid N counters: ...".
+static void report_counters(const std::string& to, const Counters& c) {
+  FILE* f = to == "stderr" ? stderr : std::fopen(to.c_str(), "a");
+  if (f == nullptr) {
+    std::fprintf(stderr, "softrdma: FI_SOFTRDMA_STATS: cannot open %s: %s\n", to.c_str(),
+                 std::strerror(errno));
+    return;
+  }
+  std::fprintf(f, "softrdma: pid %d counters: %s\n", static_cast<int>(getpid()),
+               format_counters(c).c_str());
+  if (f != stderr) std::fclose(f);
+}
+
 Engine::~Engine() {
   stop_ = true;
   if (io_thread_.joinable()) io_thread_.join();
   if (watchdog_.joinable()) watchdog_.join();
+  if (!cfg_.stats_to.empty()) report_counters(cfg_.stats_to, counters());
   ApiLock g(this);
   for (auto& [c, owned] : conns_) {
     if (c->sc) {
@@ -182,6 +198,27 @@ int Engine::poll_cq(Cq* cq, Wc* wc, int n) { return cq->poll(wc, n); }
 Stats Engine::stats() {
   ApiLock g(this);
   return stats_;
+}
+
+Counters Engine::counters() {
+  ApiLock g(this);
+  Counters c{};
+  if (transport_) transport_->add_counters(&c);
+  c.fpdus_tx = stats_.fpdus_tx;
+  c.fpdus_rx = stats_.fpdus_rx;
+  c.payload_tx = stats_.payload_tx;
+  c.payload_rx = stats_.payload_rx;
+  c.rx_copy_bytes = stats_.rx_copy_bytes;
+  c.markers_tx = stats_.markers_tx;
+  c.markers_rx = stats_.markers_rx;
+  c.crc_errors = stats_.crc_errors;
+  c.terminates_tx = stats_.terminates_tx;
+  c.terminates_rx = stats_.terminates_rx;
+  c.qps = qps_.size();
+  c.cqs = cqs_.size();
+  c.mrs = mrs_.live();
+  c.connections = conns_.size();
+  return c;
 }
 
 // All transport calls happen under the engine lock (transports are not

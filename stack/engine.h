@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "stack/counters.h"
 #include "stack/iwarp/cq.h"
 #include "stack/iwarp/mem.h"
 #include "stack/iwarp/mpa.h"
@@ -65,9 +66,12 @@ struct EngineConfig {
   // this long, so that queued frames, ACKs and timers move even while it
   // blocks elsewhere (a userspace stack has no kernel to do it). 0: none.
   int watchdog_us = 1000;
+  // Where the engine writes its counters when it closes: "" nowhere,
+  // "stderr", or a file it appends one line to (docs/counters.md).
+  std::string stats_to;
 
   // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR, _THREADING,
-  // _WATCHDOG_US.
+  // _WATCHDOG_US, _STATS.
   static EngineConfig from_env();
 };
 
@@ -145,6 +149,9 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // transport must be busy-polled). For wait objects built on top.
   int wait_fd() const { return transport_ ? transport_->wait_fd() : -1; }
   Stats stats();
+  // Everything counted, link to iWARP, and what is in use now
+  // (stack/counters.h, docs/counters.md).
+  Counters counters();
 
  private:
   // net::TransportEvents

@@ -410,6 +410,27 @@ class DpdkTransport : public Transport {
   }
 
   void wake() override { inner_->wake(); }
+  void add_counters(Counters* c) const override {
+    const LwipCounters l = LwipStack::get().counters();
+    c->rx_packets = l.rx_frames;
+    c->rx_bytes = l.rx_bytes;
+    c->tx_packets = l.tx_frames;
+    c->tx_bytes = l.tx_bytes;
+    c->rx_dropped = l.port_rx_dropped;
+    c->tx_dropped = l.port_tx_dropped;
+    c->rx_errors = l.rx_input_errors;
+    c->tcp_retransmits = l.tcp_retransmits;
+    c->tcp_retransmit_bytes = l.tcp_retransmit_bytes;
+    c->rx_frames_held = l.rx_frames_held;
+    const FaultCounters f = fault_totals();
+    c->faults_dropped = f.dropped;
+    c->faults_duplicated = f.duplicated;
+    c->faults_reordered = f.reordered;
+    c->faults_corrupted = f.corrupted;
+    const MbufPoolInfo pool = dpdk_mbuf_pool_info();
+    c->mbufs_total = pool.size;
+    c->mbufs_in_use = pool.size - pool.available;
+  }
   int wait_fd() const override { return inner_->wait_fd(); }
 
  private:

@@ -23,6 +23,7 @@ struct Totals {
   std::mutex mu;
   FaultCounters closed;  // of links already gone
   std::set<const FaultLink*> live;
+  bool used = false;  // a fault link ever existed: report at exit
 };
 Totals& totals();
 
@@ -36,6 +37,7 @@ class FaultLink final : public ForwardingLink {
         tx_rng_((r.seed ^ static_cast<uint64_t>(getpid()) << 32) * 0x9E3779B97F4A7C15ull + 1) {
     std::lock_guard<std::mutex> lock(totals().mu);
     totals().live.insert(this);
+    totals().used = true;
   }
   ~FaultLink() override {
     if (held_.handle != nullptr) release_held();
@@ -43,11 +45,7 @@ class FaultLink final : public ForwardingLink {
     Totals& t = totals();
     std::lock_guard<std::mutex> lock(t.mu);
     t.live.erase(this);
-    const FaultCounters c = counters_now();
-    t.closed.dropped += c.dropped;
-    t.closed.duplicated += c.duplicated;
-    t.closed.reordered += c.reordered;
-    t.closed.corrupted += c.corrupted;
+    t.closed += counters_now();
   }
 
   // Receive: drop or corrupt frames as they come off the port.
@@ -150,16 +148,8 @@ Totals& totals() {
   static Totals* t = [] {
     auto* p = new Totals;
     std::atexit([] {
-      Totals& s = totals();
-      std::lock_guard<std::mutex> lock(s.mu);
-      FaultCounters c = s.closed;
-      for (const FaultLink* l : s.live) {
-        const FaultCounters n = l->counters_now();
-        c.dropped += n.dropped;
-        c.duplicated += n.duplicated;
-        c.reordered += n.reordered;
-        c.corrupted += n.corrupted;
-      }
+      if (!totals().used) return;
+      const FaultCounters c = fault_totals();
       std::fprintf(stderr,
                    "softrdma: faults injected: dropped %llu duplicated %llu reordered %llu "
                    "corrupted %llu\n",
@@ -227,6 +217,14 @@ std::unique_ptr<FrameLink> with_faults_from_env(std::unique_ptr<FrameLink> inner
     return inner;
   }
   return with_faults(std::move(inner), r);
+}
+
+FaultCounters fault_totals() {
+  Totals& s = totals();
+  std::lock_guard<std::mutex> lock(s.mu);
+  FaultCounters c = s.closed;
+  for (const FaultLink* l : s.live) c += l->counters_now();
+  return c;
 }
 
 FaultCounters fault_counters(const FrameLink& link) {

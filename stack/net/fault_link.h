@@ -26,6 +26,13 @@ struct FaultRates {
 
 struct FaultCounters {
   uint64_t dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
+  FaultCounters& operator+=(const FaultCounters& o) {
+    dropped += o.dropped;
+    duplicated += o.duplicated;
+    reordered += o.reordered;
+    corrupted += o.corrupted;
+    return *this;
+  }
 };
 
 // Parses "key=value,..." (keys as above); false with *error on a bad key,
@@ -40,5 +47,7 @@ std::unique_ptr<FrameLink> with_faults_from_env(std::unique_ptr<FrameLink> inner
 
 // What a link made by with_faults injected so far; zeros for other links.
 FaultCounters fault_counters(const FrameLink& link);
+// Everything injected in this process so far, links gone included.
+FaultCounters fault_totals();
 
 }  // namespace softrdma::net

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "stack/counters.h"
+
 namespace softrdma::net {
 
 struct RxView {
@@ -104,6 +106,9 @@ class Transport {
   // A file descriptor that polls readable when poll() has work (-1: none,
   // the transport must be busy-polled, as DPDK ports are).
   virtual int wait_fd() const { return -1; }
+  // Fills the link, TCP and pool fields of *c that this transport knows
+  // (Engine::counters; the kernel knows its own and fills none).
+  virtual void add_counters(Counters* /*c*/) const {}
 };
 
 std::unique_ptr<Transport> make_kernel_tcp_transport();

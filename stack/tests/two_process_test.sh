@@ -51,6 +51,28 @@ passed=0
 failed=0
 failures=()
 
+# Both processes write their counters (docs/counters.md) when they close;
+# they must agree with the traffic: every payload byte placed with exactly
+# one copy, and over DPDK every payload byte carried in link frames.
+export FI_SOFTRDMA_STATS=$tmp/stats.log
+over_dpdk=0
+[[ ${FI_SOFTRDMA_TRANSPORT:-dpdk} == dpdk ]] && over_dpdk=1
+check_counters() {
+  awk -v dpdk="$over_dpdk" '
+    / counters: / {
+      ++n
+      for (i = 5; i <= NF; ++i) { split($i, kv, "="); c[kv[1]] = kv[2] + 0 }
+      if (c["rx_copy_bytes"] != c["payload_rx"]) bad = bad " rx_copy_bytes " c["rx_copy_bytes"] " != payload_rx " c["payload_rx"]
+      if (dpdk && c["tx_bytes"] < c["payload_tx"]) bad = bad " tx_bytes " c["tx_bytes"] " < payload_tx " c["payload_tx"]
+      if (dpdk && c["rx_bytes"] < c["payload_rx"]) bad = bad " rx_bytes " c["rx_bytes"] " < payload_rx " c["payload_rx"]
+      if (c["fpdus_tx"] == 0 || c["fpdus_rx"] == 0) bad = bad " no FPDUs"
+    }
+    END {
+      if (n != 2) bad = bad " " n + 0 " counter lines, expected 2"
+      if (bad != "") { print "counters:" bad; exit 1 }
+    }' "$tmp/stats.log"
+}
+
 # run_case NAME SERVER_ARGS... -- CLIENT_ARGS...
 run_case() {
   local name=$1
@@ -75,6 +97,8 @@ run_case() {
   src=$?
   server_pid=""
   [[ $src -eq 0 ]] || ok=0
+  check_counters || ok=0
+  : >"$tmp/stats.log"
   cat "$tmp/client.log" "$tmp/server.log" | grep -h '^softrdma: faults injected' >>"$tmp/faults.log"
   if [[ $ok -eq 1 ]]; then
     passed=$((passed + 1))

@@ -1201,7 +1201,12 @@ void Stack::arm_links() {
 LwipCounters Stack::counters() const {
   LwipCounters c = ctr;
   c.rx_frames_held = 0;
-  for (const auto& l : links_) c.rx_frames_held += l->held;
+  for (const auto& l : links_) {
+    c.rx_frames_held += l->held;
+    const LinkCounters p = l->port->counters();
+    c.port_rx_dropped += p.rx_dropped;
+    c.port_tx_dropped += p.tx_dropped;
+  }
   for (const auto& l : retired_) c.rx_frames_held += l->held;
   c.links = links_.size();
   c.routes = host_routes_.size() + net_routes_.size();

@@ -64,6 +64,7 @@ struct LwipCounters {
   uint64_t conns_failed = 0;    // resets, timeouts, refused connects
   uint64_t rx_frames_held = 0;  // receive frames pinned now (unconsumed or out of order)
   uint64_t links = 0, routes = 0;
+  uint64_t port_rx_dropped = 0, port_tx_dropped = 0;  // the live links' ports (LinkCounters)
 };
 
 // The process-wide stack. All methods are thread-safe.
