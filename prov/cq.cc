@@ -58,6 +58,9 @@ bool translate(Wc wc, CqItem* out) {
   return report;
 }
 
+// fi_cq_attr.size 0: room for this many unread completions.
+constexpr size_t kDefaultCqSize = 4096;
+
 ssize_t cq_read(fid_cq* f, void* buf, size_t count) { return from_fid<Cq>(f)->read(buf, count, nullptr); }
 
 ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
@@ -67,6 +70,11 @@ ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
 ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* out, uint64_t flags) {
   auto* cq = from_fid<Cq>(f);
   std::lock_guard g(cq->dom->fab->mu);
+  if (cq->ready.empty() && cq->overrun) {  // fatal: reported on every call
+    *out = fi_cq_err_entry{};
+    out->err = FI_EOVERRUN;
+    return 1;
+  }
   if (cq->ready.empty() || !cq->ready.front().error) return -FI_EAGAIN;
   *out = cq->ready.front().e;  // no provider err_data: prov_errno says it all
   out->err_data = nullptr;
@@ -140,12 +148,13 @@ void Cq::reap() {
       if (translate(reaped[i], &it)) ready.push_back(it);
     }
   }
+  if (ready.size() > size || ecq->overrun()) overrun = true;
 }
 
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
   std::lock_guard g(dom->fab->mu);
   if (ready.empty()) dom->fab->progress();
-  if (ready.empty()) return -FI_EAGAIN;
+  if (ready.empty()) return overrun ? -FI_EAVAIL : -FI_EAGAIN;
   if (ready.front().error) return -FI_EAVAIL;
   const size_t sz = entry_size(format);
   size_t done = 0;
@@ -170,13 +179,14 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   auto* cq = new Cq{};
   cq->dom = dom;
   cq->format = format;
+  cq->size = attr && attr->size ? attr->size : kDefaultCqSize;
   cq->fid.fid.fclass = FI_CLASS_CQ;
   cq->fid.fid.context = context;
   cq->fid.fid.ops = &g_cq_fi_ops;
   cq->fid.ops = &g_cq_ops;
   {
     std::lock_guard g(dom->fab->mu);
-    cq->ecq = dom->fab->engine->create_cq(attr && attr->size ? static_cast<uint32_t>(attr->size) : 1024);
+    cq->ecq = dom->fab->engine->create_cq(static_cast<uint32_t>(cq->size));
   }
   // The wait fd: readable on a new completion or on transport activity (a
   // reader then calls fi_cq_read, which progresses).

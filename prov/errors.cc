@@ -16,6 +16,8 @@ int fi_error(int neg_errno) {
     case EINVAL: return -FI_EINVAL;
     case EACCES: return -FI_EACCES;
     case ENOMEM: return -FI_ENOMEM;
+    case EMFILE:
+    case ENFILE: return -FI_EMFILE;  // out of descriptors (FI_ENFILE is not defined)
     case EMSGSIZE: return -FI_EMSGSIZE;
     case ENOENT: return -FI_ENOENT;
     case EISCONN: return -FI_EISCONN;

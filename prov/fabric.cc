@@ -66,8 +66,9 @@ int fabric_trywait(fid_fabric* f, fid** fids, int count) {
   }
   fab->progress();
   for (int i = 0; i < count; ++i) {
-    const bool ready = fids[i]->fclass == FI_CLASS_CQ ? !from_fid<Cq>(fids[i])->ready.empty()
-                                                       : !from_fid<Eq>(fids[i])->items.empty();
+    const Cq* cq = fids[i]->fclass == FI_CLASS_CQ ? from_fid<Cq>(fids[i]) : nullptr;
+    const bool ready = cq ? !cq->ready.empty() || cq->overrun
+                          : !from_fid<Eq>(fids[i])->items.empty();
     if (ready) return -FI_EAGAIN;
   }
   return fab->can_block(cm) ? 0 : -FI_EAGAIN;
@@ -110,6 +111,7 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context) {
 }
 
 void Fabric::dispatch_cm() {
+  if (!engine->cm_pending()) return;  // every progress pass comes here
   CmEvent ev;
   while (engine->poll_cm(&ev)) {
     if (ev.type == CmEventType::kConnectRequest) {

@@ -173,6 +173,11 @@ struct Cq {
   std::deque<CqItem> ready;
   WaitFd wait;
   std::atomic<bool> signaled{false};  // fi_cq_signal: end one fi_cq_sread
+  // fi_cq_attr.size. Holding more than that unread is an overrun (fi_cq(3)):
+  // every completion is still handed out, then reads fail with FI_EOVERRUN
+  // for good instead of the CQ silently growing or dropping.
+  size_t size = 0;
+  bool overrun = false;
   ssize_t read(void* buf, size_t count, fi_addr_t* src);
   void reap();    // engine completions -> ready
   std::vector<Wc> reaped = std::vector<Wc>(64);  // reap's buffer (under Fabric::mu)

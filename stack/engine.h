@@ -137,6 +137,8 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   int reject(ConnReq* req, const void* pdata, size_t len);
   int disconnect(Qp* qp);
   bool poll_cm(CmEvent* ev);
+  // Whether poll_cm may have an event: no lock, for progress loops.
+  bool cm_pending() const { return events_held_.load() != 0; }
   static constexpr size_t kMaxPrivateData =
       iwarp::kMpaMaxPrivateData - sizeof(iwarp::MpaV2Params);
 
@@ -201,7 +203,7 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   std::unordered_map<ConnReq*, std::unique_ptr<ConnReq>> conns_;
   std::deque<CmEvent> events_;
   // events_.size() as of its last push or pop (never below it): lets
-  // poll_cm skip the lock on the common empty poll.
+  // poll_cm (and cm_pending) skip the lock on the common empty poll.
   std::atomic<size_t> events_held_{0};
   uint32_t next_qp_ = 1;
   std::atomic<bool> stop_{false};

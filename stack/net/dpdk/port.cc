@@ -63,9 +63,22 @@ uint32_t data_room_for(uint32_t mtu) {
   return std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, round_up(frame, 1024));
 }
 
+// FI_SOFTRDMA_MBUFS=n: the process's pool holds n mbufs instead of
+// PortOptions::pool_mbufs (at least 64). For tests and small hosts: a pool
+// that runs dry is back-pressure (tx_begin refuses, rx leaves frames in the
+// ring), never loss.
+uint32_t pool_mbufs(const PortOptions& o) {
+  const char* v = std::getenv("FI_SOFTRDMA_MBUFS");
+  if (v == nullptr || *v == '\0') return o.pool_mbufs;
+  return std::max<uint32_t>(64, static_cast<uint32_t>(std::strtoul(v, nullptr, 10)));
+}
+
 rte_mempool* ensure_pool(const PortOptions& o, std::string* why) {
   const uint32_t need = o.mtu + kEthHeader + kVlanTag;
   if (g_pool == nullptr) {
+    const uint32_t mbufs = pool_mbufs(o);
+    // rte_mempool_create refuses a per-lcore cache above n / 1.5.
+    const uint32_t cache = std::min<uint32_t>(kPoolCache, mbufs * 2 / 3);
     uint32_t room = o.pool_data_room ? o.pool_data_room : data_room_for(o.mtu);
     if (room < need) {
       *why = "pool_data_room " + std::to_string(room) + " < frame " + std::to_string(need);
@@ -75,11 +88,11 @@ rte_mempool* ensure_pool(const PortOptions& o, std::string* why) {
       *why = "mbuf data room too large: " + std::to_string(room);
       return nullptr;
     }
-    g_pool = rte_pktmbuf_pool_create(kPoolName, o.pool_mbufs, kPoolCache, kFramePrivSize,
+    g_pool = rte_pktmbuf_pool_create(kPoolName, mbufs, cache, kFramePrivSize,
                                      static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM),
                                      SOCKET_ID_ANY);
     if (g_pool == nullptr) {
-      *why = "rte_pktmbuf_pool_create(" + std::to_string(o.pool_mbufs) + " x " +
+      *why = "rte_pktmbuf_pool_create(" + std::to_string(mbufs) + " x " +
              std::to_string(room) + " B): " + rte_strerror(rte_errno) +
              " (raise EalOptions::memory_mb?)";
       return nullptr;

@@ -47,7 +47,9 @@ struct PortOptions {
   // The one mbuf pool of the process is created by the first open, sized by
   // that open's options; later opens need mtu + 18 <= its data room, so a
   // process mixing MTUs sets pool_data_room (9216 for MTU 9000) on the first.
-  // 16384 jumbo mbufs take ~160 MB of EalOptions::memory_mb.
+  // 16384 jumbo mbufs take ~160 MB of EalOptions::memory_mb. The
+  // environment's FI_SOFTRDMA_MBUFS=n (n >= 64) overrides it (tests drive
+  // the pool dry with it: stack/tests/limits_test.cc).
   uint32_t pool_mbufs = 16384;
   uint32_t pool_data_room = 0;  // octets after headroom; 0: fits mtu
 };
