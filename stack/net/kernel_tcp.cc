@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -609,6 +610,21 @@ void TcpConn::check_socket_error(TransportEvents& ev) {
 // TcpListener
 // ---------------------------------------------------------------------------
 
+// Out of descriptors, a pending connection cannot be accepted, and the
+// listening fd stays readable: polling would spin while the peer waits out
+// its MPA timeout. So one descriptor is kept in reserve: given up to accept
+// the connection and close it at once (the peer sees its connection end and
+// fails now), then taken again.
+static int g_spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+static void refuse_one(int listen_fd) {
+  if (g_spare_fd < 0) return;
+  ::close(g_spare_fd);
+  int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+  g_spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 void TcpListener::handle_events(uint32_t /*events*/, TransportEvents& ev) {
   for (int i = 0; i < kAcceptBurst && fd_ >= 0; ++i) {
     int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -619,7 +635,8 @@ void TcpListener::handle_events(uint32_t /*events*/, TransportEvents& ev) {
           errno == ENETUNREACH) {
         continue;
       }
-      return;  // drained, or out of fds/memory: retry on the next report
+      if (errno == EMFILE || errno == ENFILE) refuse_one(fd_);
+      return;  // drained, or out of memory: retry on the next report
     }
     TcpConn* c = transport_.adopt_accepted(fd);
     if (c != nullptr) ev.on_accept(this, c);

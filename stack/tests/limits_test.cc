@@ -440,6 +440,38 @@ TEST_P(Limits, TooManyConnections) {
   ASSERT_NO_FATAL_FAILURE(send_and_check(qa, acq, src, qb, bcq, dst, n, 1));
 }
 
+// Kernel TCP out of descriptors on the accepting side only: the listener
+// spends its reserve descriptor to take the pending connection and close
+// it, so the connecting side fails within a second instead of waiting out
+// the MPA timeout (5 s) while the listener's readable fd spins progress.
+TEST_P(Limits, AcceptWithoutDescriptorsFailsFast) {
+  if (GetParam() != "kernel") GTEST_SKIP() << "descriptors: kernel TCP only";
+  Cq* acq = a().eng->create_cq(16);
+  Cq* bcq = b().eng->create_cq(16);
+  Qp* qa = a().qp(acq, acq, 8, 8);
+  Qp* qb = b().qp(bcq, bcq, 8, 8);
+  int err = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    FdLimit cap(1);  // the connecting socket takes the last one
+    err = connect_pair(a(), qa, b(), l_, qb);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ limits ] accept without descriptors: %s after %.3f s\n", std::strerror(-err), secs);
+  EXPECT_NE(err, 0);
+  EXPECT_NE(err, -ETIMEDOUT);
+  EXPECT_LT(secs, 1.0);
+  // With descriptors again, the same pair of engines connects and carries data.
+  a().eng->destroy_qp(qa);
+  b().eng->destroy_qp(qb);
+  qa = a().qp(acq, acq, 8, 8);
+  qb = b().qp(bcq, bcq, 8, 8);
+  ASSERT_EQ(connect_pair(a(), qa, b(), l_, qb), 0);
+  Slots src(*a().eng, a().pd, 1, 256, true, 0);
+  Slots dst(*b().eng, b().pd, 1, 256, false, kAccessLocalWrite);
+  ASSERT_NO_FATAL_FAILURE(send_and_check(qa, acq, src, qb, bcq, dst, 0, 1));
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernel, Limits, ::testing::Values("kernel"));
 INSTANTIATE_TEST_SUITE_P(Dpdk, Limits, ::testing::Values("dpdk"));
 

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "stack/engine.h"
+#include "stack/tools/tool_common.h"
 
 namespace softrdma::perf {
 namespace {
@@ -53,7 +54,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "patterns and the private-data layout assume a little-endian host");
 
-using Clock = std::chrono::steady_clock;
+using namespace softrdma::tools;  // Clock, patterns, parse_u64, buffers
 
 constexpr uint16_t kDefaultPort = 18515;
 constexpr int kExitMismatch = 1;  // data verification failed
@@ -83,14 +84,6 @@ constexpr uint64_t kMaxReports = 8;  // mismatches printed in detail
   std::fputc('\n', stderr);
   std::exit(code);
 }
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-uint64_t load(const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
-uint8_t load(const uint8_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
-uint64_t addr_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // --- what to run -----------------------------------------------------------
 
@@ -193,28 +186,6 @@ void usage(FILE* f) {
   std::fprintf(stderr, "srdma_perf: %s: '%s'\n", what, arg);
   usage(stderr);
   std::exit(kExitError);
-}
-
-// A count with an optional binary K/M/G suffix.
-bool parse_u64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  uint64_t mult = 1;
-  switch (s.back()) {
-    case 'k': case 'K': mult = uint64_t{1} << 10; break;
-    case 'm': case 'M': mult = uint64_t{1} << 20; break;
-    case 'g': case 'G': mult = uint64_t{1} << 30; break;
-    default: break;
-  }
-  if (mult != 1) s.remove_suffix(1);
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (v > UINT64_MAX / mult) return false;
-  *out = v * mult;
-  return true;
 }
 
 uint64_t parse_count(const char* arg, const char* what) {
@@ -345,28 +316,11 @@ std::vector<uint64_t> resolve_sizes(const Options& o) {
 
 // --- data patterns ---------------------------------------------------------
 
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
-uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
-  x += kGolden;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // Which way a pattern travels, so that an echo cannot pass for an answer.
 enum class Dir : uint64_t { kToServer = 1, kToClient = 2, kReadSource = 3 };
 
 uint64_t seed_of(uint64_t size, uint64_t index, Dir dir) {
   return mix64(mix64(size) ^ (index * kGolden) ^ static_cast<uint64_t>(dir));
-}
-
-// Word i of a pattern depends on the seed and i, so bytes that land at the
-// wrong offset or come from another message are caught. One multiply a word
-// keeps -c cheap enough for 64 MiB messages.
-uint64_t pattern_word(uint64_t seed, uint64_t i) {
-  uint64_t w = (seed + i) * kGolden;
-  return w ^ (w >> 29);
 }
 
 // A message's expected bytes: the pattern, and for polled Writes a last byte
@@ -614,28 +568,10 @@ SizeRun plan_for(const Options& o, uint64_t size) {
   return SizeRun{.size = size, .total = n + warm, .warm = warm, .base = 0};
 }
 
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<uint8_t[], AlignedFree>;
-
 Buffer alloc_buffer(uint64_t n) {
-  n = (n + 4095) & ~uint64_t{4095};
-  void* p = std::aligned_alloc(4096, n);
-  if (!p) die(kExitError, "cannot allocate %" PRIu64 " bytes", n);
-  std::memset(p, 0, n);  // touch every page before anything is timed
-  return Buffer(static_cast<uint8_t*>(p));
-}
-
-std::string describe_status(int status, uint32_t term) {
-  std::string s = status == 0 ? "the peer closed the stream" : std::strerror(-status);
-  if (term) {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), ", Terminate layer %u etype %u ecode 0x%02x", term >> 12,
-                  (term >> 8) & 0xf, term & 0xff);
-    s += buf;
-  }
-  return s;
+  Buffer b = alloc_touched(n);  // every page touched before anything is timed
+  if (!b) die(kExitError, "cannot allocate %" PRIu64 " bytes", n);
+  return b;
 }
 
 // --- engine plumbing shared by both roles ----------------------------------
@@ -976,16 +912,10 @@ class Report {
 };
 
 sockaddr_in resolve(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || !res)
-    die(kExitError, "cannot resolve %s: %s", host.c_str(), gai_strerror(rc));
   sockaddr_in a{};
-  std::memcpy(&a, res->ai_addr, sizeof(a));
-  freeaddrinfo(res);
-  a.sin_port = htons(port);
+  std::string err;
+  if (!resolve_ipv4(host, port, &a, &err))
+    die(kExitError, "cannot resolve %s: %s", host.c_str(), err.c_str());
   return a;
 }
 
