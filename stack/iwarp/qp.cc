@@ -95,10 +95,37 @@ int Qp::post_recv(const RecvWr& wr) {
 }
 
 void Qp::sq_complete(const SqEntry& e, WcStatus st) {
-  if (st == WcStatus::kSuccess && !(e.wr.flags & kWrSignaled)) return;
   Wc wc{.wr_id = e.wr.wr_id, .status = st, .opcode = wc_opcode(e.wr.opcode),
         .byte_len = static_cast<uint32_t>(e.total), .qp_num = num_};
-  init_.send_cq->push(wc);
+  scq_.push_back({wc, st != WcStatus::kSuccess || (e.wr.flags & kWrSignaled) != 0, true});
+  sq_drain();
+}
+
+void Qp::sq_await_response(const SqEntry& e) {
+  ++orq_wrs_;
+  Wc wc{.wr_id = e.wr.wr_id, .status = WcStatus::kSuccess, .opcode = wc_opcode(e.wr.opcode),
+        .byte_len = static_cast<uint32_t>(e.total), .qp_num = num_};
+  scq_.push_back({wc, (e.wr.flags & kWrSignaled) != 0, false});
+}
+
+// Responses come in request order (RFC 5040 §5.3 / RFC 7306 §4), so the
+// oldest WR still awaiting one is the one answered.
+void Qp::sq_response_done() {
+  --orq_wrs_;
+  for (ScqEntry& s : scq_) {
+    if (!s.done) {
+      s.done = true;
+      break;
+    }
+  }
+  sq_drain();
+}
+
+void Qp::sq_drain() {
+  while (!scq_.empty() && scq_.front().done) {
+    if (scq_.front().report) init_.send_cq->push(scq_.front().wc);
+    scq_.pop_front();
+  }
 }
 
 // Every outstanding work request completes: the first (the one the error is
@@ -116,12 +143,17 @@ void Qp::flush_all(WcStatus first_status, uint32_t vendor_err) {
     init_.recv_cq->push(wc);
     rx_msg_active_ = false;
   }
-  for (const OrqEntry& o : orq_) {
-    if (!o.last_piece) continue;
-    Wc wc{.wr_id = o.wr_id, .status = status(), .opcode = wc_opcode(o.opcode), .qp_num = num_,
-          .vendor_err = vendor_err};
-    init_.send_cq->push(wc);
+  // In order: what was done completes as it was, what awaits a response fails.
+  for (ScqEntry& s : scq_) {
+    if (!s.done) {
+      s.wc.status = status();
+      s.wc.vendor_err = vendor_err;
+      s.wc.byte_len = 0;
+      s.report = true;
+      s.done = true;
+    }
   }
+  sq_drain();
   orq_.clear();
   orq_wrs_ = 0;
   for (const SqEntry& e : sq_) {

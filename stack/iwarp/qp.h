@@ -189,7 +189,12 @@ class Qp {
   void tx_from_irq();
   bool tx_fpdu();
   void tx_message_done();
-  void sq_complete(const SqEntry& e, WcStatus st);
+  // Send-queue completions leave in posting order (verbs semantics): a WR
+  // done behind an outstanding Read or Atomic waits in scq_ for it.
+  void sq_complete(const SqEntry& e, WcStatus st);  // executed (or failed) now
+  void sq_await_response(const SqEntry& e);         // transmitted, needs its response
+  void sq_response_done();                          // the oldest awaited response came
+  void sq_drain();
   // qp_rx.cc
   size_t rx_chunk(const uint8_t* p, size_t n);
   size_t rx_marker(const uint8_t* p, size_t n);
@@ -228,6 +233,12 @@ class Qp {
   bool defer_tx_ = false;
 
   std::deque<SqEntry> sq_;
+  struct ScqEntry {
+    Wc wc;
+    bool report;  // signaled, or an error
+    bool done;
+  };
+  std::deque<ScqEntry> scq_;  // WRs out of sq_, not yet completed in order
   std::deque<RecvWr> rq_;
   std::deque<OrqEntry> orq_;
   std::deque<IrqEntry> irq_;

@@ -396,15 +396,9 @@ void Qp::rx_fpdu_done() {
         return;
       }
       if (!c->last()) return;
-      if (o.last_piece) {
-        --orq_wrs_;
-        if (o.signaled) {
-          init_.send_cq->push(Wc{.wr_id = o.wr_id, .status = WcStatus::kSuccess,
-                                 .opcode = WcOpcode::kRead,
-                                 .byte_len = static_cast<uint32_t>(o.wr_bytes), .qp_num = num_});
-        }
-      }
+      const bool wr_done = o.last_piece;
       orq_.pop_front();
+      if (wr_done) sq_response_done();
       return;
     }
     default:
@@ -544,15 +538,9 @@ void Qp::rx_atomic_response() {
   }
   OrqEntry o = orq_.front();
   orq_.pop_front();
-  --orq_wrs_;
   uint64_t v = a->orig_value.get();
   std::memcpy(reinterpret_cast<void*>(o.result_addr), &v, sizeof(v));
-  if (o.signaled) {
-    init_.send_cq->push(Wc{.wr_id = o.wr_id, .status = WcStatus::kSuccess,
-                           .opcode = o.opcode == WrOpcode::kAtomicCmpSwap ? WcOpcode::kCmpSwap
-                                                                          : WcOpcode::kFetchAdd,
-                           .byte_len = 8, .qp_num = num_});
-  }
+  sq_response_done();
 }
 
 }  // namespace softrdma::iwarp

@@ -312,7 +312,7 @@ void Qp::tx_message_done() {
       SqEntry& e = sq_.front();
       if (++e.phase < phases(e.wr)) return;
       if (needs_response(e.wr.opcode)) {
-        ++orq_wrs_;  // completes when its (last) response arrives
+        sq_await_response(e);  // completes when its (last) response arrives
       } else {
         sq_complete(e, WcStatus::kSuccess);
       }

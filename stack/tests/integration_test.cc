@@ -102,6 +102,56 @@ TEST_P(Integration, ReadIntoManySges) {
   EXPECT_EQ(back, remote);
 }
 
+// Verbs complete a send queue in posting order: a Write and a Send posted
+// behind a large Read finish transmitting long before the Read's response
+// is in, and still complete after it; an atomic behind them likewise waits
+// for nothing earlier and completes last. Unsignaled WRs take their place
+// in the order without a completion.
+TEST_P(Integration, SendQueueCompletesInOrder) {
+  constexpr size_t kBig = 8u << 20;
+  std::vector<uint8_t> remote = pattern(kBig, 7), back(kBig, 0), small = pattern(4096, 8);
+  std::vector<uint8_t> rsink(4096, 0), rbuf(4096, 0), word(8, 0), result(8, 0);
+  Mr* mr = p().b.reg(remote, kAccessRemoteRead);
+  Mr* mb = p().a.reg(back, kAccessLocalWrite);
+  Mr* ms = p().a.reg(small, 0);
+  Mr* mrs = p().b.reg(rsink, kAccessRemoteWrite);
+  Mr* mrb = p().b.reg(rbuf, kAccessLocalWrite);
+  Mr* mw = p().b.reg(word, kAccessRemoteAtomic);
+  Mr* mres = p().a.reg(result, kAccessLocalWrite);
+  RecvWr rw{.wr_id = 90, .num_sge = 1};
+  rw.sg_list[0] = sge(rbuf, mrb);
+  ASSERT_EQ(p().b.eng->post_recv(p().b.qp, rw), 0);
+
+  SendWr read{.wr_id = 1, .opcode = WrOpcode::kRead, .num_sge = 1,
+              .remote_addr = reinterpret_cast<uint64_t>(remote.data()), .rkey = mr->stag};
+  read.sg_list[0] = sge(back, mb);
+  SendWr write{.wr_id = 2, .opcode = WrOpcode::kWrite, .num_sge = 1,
+               .remote_addr = reinterpret_cast<uint64_t>(rsink.data()), .rkey = mrs->stag};
+  write.sg_list[0] = sge(small, ms);
+  SendWr quiet = write;  // unsignaled: no completion, but keeps its place
+  quiet.wr_id = 3;
+  quiet.flags = 0;
+  SendWr send{.wr_id = 4, .opcode = WrOpcode::kSend, .num_sge = 1};
+  send.sg_list[0] = sge(small, ms);
+  SendWr fadd{.wr_id = 5, .opcode = WrOpcode::kAtomicFetchAdd, .num_sge = 1,
+              .remote_addr = reinterpret_cast<uint64_t>(word.data()), .rkey = mw->stag,
+              .compare_add = 3};
+  fadd.sg_list[0] = sge(result, mres);
+  for (const SendWr* wr : {&read, &write, &quiet, &send, &fadd})
+    ASSERT_EQ(p().a.eng->post_send(p().a.qp, *wr), 0);
+  ASSERT_TRUE(p().run([&] { return p().a.wcs.size() >= 4 && p().b.wcs.size() >= 1; }));
+  ASSERT_EQ(p().a.wcs.size(), 4u);
+  const uint64_t order[] = {1, 2, 4, 5};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(p().a.wcs[i].wr_id, order[i]) << "completion " << i;
+    EXPECT_EQ(p().a.wcs[i].status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(p().a.wcs[0].byte_len, kBig);
+  EXPECT_EQ(back, remote);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), rsink.begin()));
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), rbuf.begin()));
+}
+
 TEST_P(Integration, ImmediateData) {
   std::vector<uint8_t> src = pattern(5000, 3), remote(5000, 0), rbuf(64, 0);
   Mr* mr = p().b.reg(remote, kAccessRemoteWrite);
