@@ -233,8 +233,14 @@ static int64_t now_ns() {
 int Engine::progress_once() {
   std::lock_guard g(mu_);
   int n = transport_->poll(*this, 0);  // refreshes the pass clock
-  last_progress_ns_.store(pass_clock::now_ns(), std::memory_order_relaxed);
-  check_timeouts();
+  const int64_t now = pass_clock::now_ns();
+  last_progress_ns_.store(now, std::memory_order_relaxed);
+  // CM deadlines are seconds long: a look per millisecond is plenty, and
+  // the walk over every connection stays out of most passes.
+  if (now - last_timeout_check_ns_ >= 1'000'000) {
+    last_timeout_check_ns_ = now;
+    check_timeouts();
+  }
   if (cfg_.threading == Threading::kC1) {
     for (auto& [qp, owned] : qps_) {
       if (qp->tx_pending()) qp->tx_progress();

@@ -210,6 +210,7 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   std::thread io_thread_;  // c1 and c3 only
   std::thread watchdog_;   // c2 only
   std::atomic<int64_t> last_progress_ns_{0};
+  int64_t last_timeout_check_ns_ = 0;  // under mu_
 };
 
 }  // namespace softrdma

@@ -368,6 +368,10 @@ class TransportImpl final : public Transport {
   std::unordered_map<Conn*, std::unique_ptr<Conn>> conns_;
   std::unordered_map<Listener*, std::unique_ptr<ListenerImpl>> listeners_;
   std::deque<Event> fifo_;
+  // fifo_.size() after its last change (all under the mutex): deliver()
+  // runs every pass and skips the mutex when nothing is queued.
+  std::atomic<size_t> fifo_held_{0};
+  void fifo_changed() { fifo_held_.store(fifo_.size(), std::memory_order_release); }
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> signaled_{false};
   bool timer_armed_ = false;
@@ -1248,6 +1252,7 @@ TransportImpl::~TransportImpl() {
     Stack& s = Stack::get();
     s.unregister_transport(this);
     fifo_.clear();
+    fifo_changed();
     listeners_.clear();  // closes the listening pcbs
     // Like closing every socket: a graceful FIN where lwIP can queue one.
     for (auto& [raw, c] : conns_) {
@@ -1380,6 +1385,7 @@ int TransportImpl::connect(const sockaddr_in& peer, StreamConn** out) {
 
 void TransportImpl::destroy(Conn* c) {
   std::erase_if(fifo_, [&](const Event& e) { return e.conn == c; });
+  fifo_changed();
   conns_.erase(c);  // ~Conn aborts a pcb still attached
 }
 
@@ -1389,6 +1395,7 @@ void TransportImpl::release(StreamConn* sc) {
   if (it == conns_.end()) return;
   Conn* c = it->second.get();
   std::erase_if(fifo_, [&](const Event& e) { return e.conn == c; });
+  fifo_changed();
   c->released_ = true;
   c->queued_ = 0;
   if (c->pcb_ != nullptr && !c->aborted_ && !c->try_finish()) {
@@ -1412,6 +1419,7 @@ void TransportImpl::queue(const Event& e) {
   }
   bool was_empty = fifo_.empty();
   fifo_.push_back(e);
+  fifo_changed();
   // Another transport's poll made this event: wake our waiter, if any.
   if (was_empty && Stack::get().fd_mode() && Stack::get().io_runner() != this) signal();
 }
@@ -1443,6 +1451,7 @@ bool TransportImpl::prepare(const Event& e) {
 // nothing of the batch is held across a callback, so callbacks may release
 // or close anything.
 int TransportImpl::deliver(TransportEvents& ev) {
+  if (fifo_held_.load(std::memory_order_acquire) == 0) return 0;
   size_t budget;
   {
     Locked g;
@@ -1456,6 +1465,7 @@ int TransportImpl::deliver(TransportEvents& ev) {
       if (fifo_.empty()) break;
       e = fifo_.front();
       fifo_.pop_front();
+      fifo_changed();
       if (!prepare(e)) continue;
     }
     switch (e.kind) {
