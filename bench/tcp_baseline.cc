@@ -35,6 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "stack/tools/tool_common.h"
+
 namespace softrdma::bench {
 namespace {
 
@@ -108,26 +110,7 @@ void usage(FILE* f) {
   std::exit(kExitError);
 }
 
-bool parse_u64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  uint64_t mult = 1;
-  switch (s.back()) {
-    case 'k': case 'K': mult = uint64_t{1} << 10; break;
-    case 'm': case 'M': mult = uint64_t{1} << 20; break;
-    case 'g': case 'G': mult = uint64_t{1} << 30; break;
-    default: break;
-  }
-  if (mult != 1) s.remove_suffix(1);
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (v > UINT64_MAX / mult) return false;
-  *out = v * mult;
-  return true;
-}
+using tools::parse_u64;  // shared with the engine tools
 
 Options parse_args(int argc, char** argv) {
   enum LongOnly { kCsv = 256, kTimeout, kMaxBytes };

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fi-tests/fi_test.h"
+#include "stack/tests/fd_limit.h"
 
 namespace fit {
 namespace {
@@ -183,25 +184,7 @@ TEST_F(Limits, TinyCqLosesNothing) {
   EXPECT_TRUE(dst.holds(kMsgs));
 }
 
-// Lowers RLIMIT_NOFILE's soft limit for a scope so that exactly `room`
-// descriptor numbers are free below it (new descriptors take the lowest).
-struct FdLimit {
-  rlimit saved{};
-  explicit FdLimit(size_t room) {
-    std::set<int> open;
-    DIR* d = opendir("/proc/self/fd");
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.' && std::atoi(e->d_name) != dirfd(d)) open.insert(std::atoi(e->d_name));
-    closedir(d);
-    int limit = 0;
-    for (size_t free_below = 0; free_below < room; ++limit) free_below += !open.count(limit);
-    getrlimit(RLIMIT_NOFILE, &saved);
-    rlimit r = saved;
-    r.rlim_cur = static_cast<rlim_t>(limit);
-    setrlimit(RLIMIT_NOFILE, &r);
-  }
-  ~FdLimit() { setrlimit(RLIMIT_NOFILE, &saved); }
-};
+using softrdma::testing::FdLimit;
 
 // Endpoints until the transport has no room for another connection:
 // over kernel TCP with descriptors capped at 32 connections' worth (a

@@ -38,6 +38,7 @@
 
 #include "stack/net/dpdk/port.h"
 #include "stack/net/lwip/lwip_transport.h"
+#include "stack/tests/fd_limit.h"
 #include "stack/tests/loopback.h"
 
 namespace softrdma {
@@ -360,25 +361,7 @@ TEST_P(Limits, ReadsBeyondOrd) {
   EXPECT_EQ(qb->state(), QpState::kRts);
 }
 
-// Lowers RLIMIT_NOFILE's soft limit for a scope so that exactly `room`
-// descriptor numbers are free below it (new descriptors take the lowest).
-struct FdLimit {
-  rlimit saved{};
-  explicit FdLimit(size_t room) {
-    std::set<int> open;
-    DIR* d = opendir("/proc/self/fd");
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.' && std::atoi(e->d_name) != dirfd(d)) open.insert(std::atoi(e->d_name));
-    closedir(d);
-    int limit = 0;
-    for (size_t free_below = 0; free_below < room; ++limit) free_below += !open.count(limit);
-    getrlimit(RLIMIT_NOFILE, &saved);
-    rlimit r = saved;
-    r.rlim_cur = static_cast<rlim_t>(limit);
-    setrlimit(RLIMIT_NOFILE, &r);
-  }
-  ~FdLimit() { setrlimit(RLIMIT_NOFILE, &saved); }
-};
+using softrdma::testing::FdLimit;
 
 // More connections than the transport has room for: kernel TCP with the
 // process's descriptors capped at 64 connections' worth (two sockets each,
