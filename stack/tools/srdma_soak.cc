@@ -36,6 +36,13 @@
 // Finally the client connects once more with a "bye" request: the server
 // rejects it with its own summary (errors, peak and final RSS) and exits.
 //
+// With --serve-until-idle S the server outlives its clients (the fault
+// suite, stack/tests/peer_fault_test.sh): a lost connection is an error event
+// it reports and survives, a connection silent for --stall is dropped, and it
+// exits after S seconds with nothing open, checking that its engine objects,
+// frames, mbufs and memory are back to the idle baseline. Clients run with
+// --no-bye so that the server stays up.
+//
 // Exit: 0 all verified and memory flat; 1 a data mismatch, or memory grew
 // (RSS growth after the first 20 % of the main phase above --flat-mib, or
 // churn left resources behind); 2 an error: lost connection, stall (no
@@ -389,6 +396,11 @@ struct Options {
   double timeout_s = 0;  // 0: derived from the phases
   double flat_mib = 8;
   double warmup_s = -1;  // -1: warmup_secs() decides
+  // Server: keep serving across lost clients (each one an error event it
+  // survives, not a failure), drop a connection stalled for --stall, and exit
+  // once nothing was open or asked for during this many seconds. 0: off.
+  double serve_until_idle_s = 0;
+  bool no_bye = false;  // client: leave the server running (no bye request)
 };
 
 // Memory growth is judged after the warm-up: 20 % of the main phase, but at
@@ -403,7 +415,7 @@ double warmup_secs(const Options& o) {
 void usage(FILE* f) {
   std::fprintf(
       f,
-      "usage: srdma_soak --server [-p port] [--stall S] [--timeout S]\n"
+      "usage: srdma_soak --server [-p port] [--stall S] [--timeout S] [--serve-until-idle S]\n"
       "       srdma_soak [options] <server-ip>\n"
       "  -p, --port N            TCP port (default %u)\n"
       "  -d, --duration S        main phase seconds (default 60)\n"
@@ -421,6 +433,10 @@ void usage(FILE* f) {
       "      --flat-mib M        allowed RSS growth after warm-up, MiB (default 8)\n"
       "      --warmup S          warm-up seconds before growth counts (default: 20 %% of\n"
       "                          --duration, at least 20 s, at most half)\n"
+      "      --no-bye            leave the server running at the end (no final account)\n"
+      "      --serve-until-idle S  (server) survive lost clients: drop a connection stalled\n"
+      "                          for --stall, exit after S s with nothing open, resources\n"
+      "                          checked against the idle baseline\n"
       "Engine from the environment (FI_SOFTRDMA_TRANSPORT=dpdk|kernel, _THREADING=c1|c2|c3).\n"
       "Exit: 0 verified and flat, 1 mismatch or memory growth, 2 error, stall or timeout.\n",
       kDefaultPort, kMaxDepth);
@@ -448,7 +464,7 @@ double parse_secs(const char* arg, const char* what, double lo) {
 Options parse_args(int argc, char** argv) {
   enum {
     kServer = 256, kSeed, kChurn, kChurnParallel, kChurnOps, kChurnMax, kStall, kTimeout, kFlat,
-    kWarmup
+    kWarmup, kNoBye, kServeUntilIdle
   };
   static const option kLong[] = {
       {"server", no_argument, nullptr, kServer},
@@ -467,6 +483,8 @@ Options parse_args(int argc, char** argv) {
       {"timeout", required_argument, nullptr, kTimeout},
       {"flat-mib", required_argument, nullptr, kFlat},
       {"warmup", required_argument, nullptr, kWarmup},
+      {"no-bye", no_argument, nullptr, kNoBye},
+      {"serve-until-idle", required_argument, nullptr, kServeUntilIdle},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   Options o;
@@ -494,6 +512,10 @@ Options parse_args(int argc, char** argv) {
       case kTimeout: o.timeout_s = parse_secs(optarg, "bad --timeout", 1); break;
       case kFlat: o.flat_mib = parse_secs(optarg, "bad --flat-mib", 0); break;
       case kWarmup: o.warmup_s = parse_secs(optarg, "bad --warmup", 0); break;
+      case kNoBye: o.no_bye = true; break;
+      case kServeUntilIdle:
+        o.serve_until_idle_s = parse_secs(optarg, "bad --serve-until-idle", 0.1);
+        break;
       case 'h': usage(stdout); std::exit(0);
       default: usage(stderr); std::exit(kExitError);
     }
@@ -972,7 +994,7 @@ class Client {
     t0_ = Clock::now();
     run_main();
     if (o_.churn > 0) run_churn();
-    farewell_ = say_bye();
+    if (!o_.no_bye) farewell_ = say_bye();
     return summarize();
   }
 
@@ -1170,7 +1192,8 @@ class Client {
     int code = 0;
     if (errors() > 0 || !client_flat || !server_flat || (churn_done_ && !churn_ok))
       code = kExitMismatch;
-    if (failure_ || !bye_ok_ || farewell_.lost > 0 || farewell_.open_conns > 0) code = kExitError;
+    const bool bye_bad = !o_.no_bye && (!bye_ok_ || farewell_.lost > 0 || farewell_.open_conns > 0);
+    if (failure_ || bye_bad) code = kExitError;
     if (main_.secs == 0) {
       std::printf("# main: did not finish\n");
     } else {
@@ -1185,11 +1208,14 @@ class Client {
                   "%s\n", churn_done_, churn_secs_, churn_ok ? "all back" : "NOT ALL BACK",
                   churn_before_.describe().c_str(), churn_after_.describe().c_str());
     }
-    std::printf("# server: %" PRIu64 " conns served, %" PRIu64 " ops, %" PRIu64 " mismatches, %"
-                PRIu64 " lost, %" PRIu64 " open at bye, peak rss %.1f MiB, final %.1f MiB%s\n",
-                farewell_.conns, farewell_.ops, farewell_.mismatches, farewell_.lost,
-                farewell_.open_conns, mib(farewell_.peak_rss_kb), mib(farewell_.final_rss_kb),
-                bye_ok_ ? "" : " (no answer)");
+    if (o_.no_bye)
+      std::printf("# server: left running (--no-bye)\n");
+    else
+      std::printf("# server: %" PRIu64 " conns served, %" PRIu64 " ops, %" PRIu64 " mismatches, %"
+                  PRIu64 " lost, %" PRIu64 " open at bye, peak rss %.1f MiB, final %.1f MiB%s\n",
+                  farewell_.conns, farewell_.ops, farewell_.mismatches, farewell_.lost,
+                  farewell_.open_conns, mib(farewell_.peak_rss_kb), mib(farewell_.final_rss_kb),
+                  bye_ok_ ? "" : " (no answer)");
     std::printf("SUMMARY duration %.1f s ops %" PRIu64 " bytes_verified %" PRIu64 " (%.2f GiB) "
                 "errors %" PRIu64 " out_of_order %" PRIu64 " slow_closes %" PRIu64 " client_rss peak %.1f final %.1f "
                 "growth %.2f MiB server_rss peak %.1f final %.1f growth %.2f MiB flat %s "
@@ -1269,7 +1295,12 @@ class ServerConn {
     w.ctrl = {.addr = addr_of(ctrl_.get()), .len = sizeof(ServerCtrl), .rkey = ctrl_stag_};
     return w;
   }
-  void set_established() { established_ = true; }
+  void set_established() {
+    established_ = true;
+    last_moved_ = Clock::now();
+  }
+  // When this connection last showed a sign of its client (for --serve-until-idle).
+  Clock::time_point last_moved() const { return last_moved_; }
 
   // Receive completions queue up until the cursor reaches their operation.
   bool on_wc(const Wc& wc) {
@@ -1284,6 +1315,7 @@ class ServerConn {
       return false;
     }
     if (wc.opcode == WcOpcode::kRecv || wc.opcode == WcOpcode::kRecvRdmaImm) recvs_.push_back(wc);
+    last_moved_ = Clock::now();
     return true;
   }
 
@@ -1297,7 +1329,9 @@ class ServerConn {
     const uint64_t end = load(ctrl_->end);
     if (end && cursor_ + 1 >= end) finish(end);
     if (!final_posted_) send_credit();
-    return cursor_ != before;
+    if (cursor_ == before) return false;
+    last_moved_ = Clock::now();
+    return true;
   }
 
   std::string describe() const {
@@ -1455,6 +1489,7 @@ class ServerConn {
   uint64_t posted_ = 0, recv_done_ = 0, writes_done_ = 0;
   Credit live_, sent_;
   Clock::time_point next_idle_credit_{};
+  Clock::time_point last_moved_ = Clock::now();
   bool established_ = false, final_checked_ = false, final_posted_ = false, done_posted_ = false;
 };
 
@@ -1468,7 +1503,7 @@ class Server {
 
   int run() {
     listen();
-    while (!bye_) {
+    while (!bye_ && !idle_over()) {
       pass();
       report_due();
       check_alive();
@@ -1487,7 +1522,8 @@ class Server {
     std::printf("# srdma_soak server: listening on port %u (transport %s)\n", o_.port,
                 node_.eng().transport_name());
     std::fflush(stdout);
-    t0_ = last_progress_ = Clock::now();
+    t0_ = last_progress_ = last_activity_ = Clock::now();
+    baseline_ = Resources::now(node_.eng());
   }
 
   void pass() {
@@ -1498,7 +1534,7 @@ class Server {
   }
 
   void on_cm(const CmEvent& ev) {
-    last_progress_ = Clock::now();
+    last_progress_ = last_activity_ = Clock::now();
     switch (ev.type) {
       case CmEventType::kConnectRequest: return on_request(ev);
       case CmEventType::kEstablished:
@@ -1535,11 +1571,7 @@ class Server {
   void on_disconnect(const CmEvent& ev) {
     auto it = conns_.find(ev.qp);
     if (it == conns_.end()) return;
-    if (!it->second->finished()) {
-      ++lost_;
-      std::fprintf(stderr, "srdma_soak server: %s: lost before the end: %s\n",
-                   it->second->describe().c_str(), describe_status(ev.status, ev.term).c_str());
-    }
+    if (!it->second->finished()) return lose(it->second.get(), describe_status(ev.status, ev.term));
     drop(it->second.get());
   }
 
@@ -1547,8 +1579,24 @@ class Server {
     auto it = by_num_.find(wc.qp_num);
     if (it == by_num_.end()) return;  // flushed work of a QP already destroyed
     if (it->second->on_wc(wc)) return;
+    lose(it->second, "a completion failed");
+  }
+
+  bool surviving() const { return o_.serve_until_idle_s > 0; }
+
+  // A connection that ended before its checks were done. With
+  // --serve-until-idle it is an error event the server survives. The line
+  // says how long the client had been silent (for a killed client: its time
+  // to detection) and when (epoch seconds, to match a kill's time stamp).
+  void lose(ServerConn* c, const std::string& why) {
     ++lost_;
-    drop(it->second);
+    const double silent = seconds_since(c->last_moved());
+    const double epoch = std::chrono::duration<double>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+    std::fprintf(stderr, "srdma_soak server: %s: lost before the end after %.3f s silent (at "
+                 "%.3f): %s%s\n", c->describe().c_str(), silent, epoch, why.c_str(),
+                 surviving() ? "; survived" : "");
+    drop(c);
   }
 
   // Forgets a connection, keeping its figures.
@@ -1557,6 +1605,14 @@ class Server {
     closed_bytes_ += c->credit().bytes_checked;
     by_num_.erase(c->qp()->num());
     conns_.erase(c->qp());
+    last_activity_ = Clock::now();
+    if (conns_.empty() && surviving() && idle_rss_kb_ == 0) idle_rss_kb_ = live_rss_kb();
+  }
+
+  // --serve-until-idle: nothing open and nothing asked for in that long.
+  bool idle_over() const {
+    return surviving() && conns_.empty() &&
+           seconds_since(last_activity_) > o_.serve_until_idle_s;
   }
 
   // The client's last word: reject it with our account, then stop.
@@ -1585,12 +1641,39 @@ class Server {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     node_.eng().close_listener(listener_);
+    if (surviving() && !resources_back()) return summary(nullptr, "resources not back");
     return summary(nullptr);
   }
 
-  int summary(const char* failure) {
+  // With --serve-until-idle: the engine's objects, held frames and mbufs back
+  // to what they were before the first client, descriptors too, and live RSS
+  // within --flat-mib of what it was when the server first fell idle (the
+  // first clients touch the buffer pools for good). Prints both.
+  bool resources_back() {
+    Resources now = Resources::now(node_.eng());
+    Resources want = baseline_;
+    want.rss_kb = idle_rss_kb_ ? idle_rss_kb_ : now.rss_kb;
+    const uint64_t slack_kb = static_cast<uint64_t>(o_.flat_mib * 1024);
+    // Lingering closes drain over a few more polls: up to 2 s of them.
+    for (int i = 0; i < 200 && !now.back_to(want, slack_kb); ++i) {
+      node_.pump([](const CmEvent&) {}, [](const Wc&) {});
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      now = Resources::now(node_.eng());
+    }
+    const bool ok = now.back_to(want, slack_kb);
+    std::printf("# server resources: baseline %s; first idle rss %.1f MiB\n"
+                "SERVER RESOURCES %s (rss bound +%.1f MiB) %s\n",
+                baseline_.describe().c_str(), mib(want.rss_kb), now.describe().c_str(),
+                o_.flat_mib, ok ? "back" : "NOT BACK");
+    return ok;
+  }
+
+  // failure: an error (exit 2); leak: resources not back (exit 1).
+  int summary(const char* failure, const char* leak = nullptr) {
     const MemFigures m = read_mem();
-    const int code = failure || lost_ ? kExitError : mism_.count() ? kExitMismatch : 0;
+    const bool lost_fails = lost_ && !surviving();
+    const int code = failure || lost_fails ? kExitError : mism_.count() || leak ? kExitMismatch : 0;
+    if (leak) failure = leak;
     std::printf("SERVER SUMMARY duration %.1f s conns %" PRIu64 " ops %" PRIu64
                 " bytes_verified %" PRIu64 " mismatches %" PRIu64 " lost %" PRIu64
                 " rss peak %.1f final %.1f MiB exit %d%s%s\n",
@@ -1629,6 +1712,7 @@ class Server {
     const Clock::time_point now = Clock::now();
     const char* why = nullptr;
     if (deadline_ != Clock::time_point{} && now > deadline_) why = "timeout";
+    if (!why && surviving()) return drop_stalled(now);
     // Before the first client there is no peer to be dead yet.
     const bool waiting_first = served_ == 0;
     if (!waiting_first && now - last_progress_ > std::chrono::duration<double>(o_.stall_s))
@@ -1639,6 +1723,17 @@ class Server {
     std::exit(summary(why));
   }
 
+  // --serve-until-idle: a connection whose client has been silent for
+  // --stall (a dead peer lwIP has not given up on yet) is lost; the server
+  // goes on.
+  void drop_stalled(Clock::time_point now) {
+    const auto stall = std::chrono::duration<double>(o_.stall_s);
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      ServerConn* c = (it++)->second.get();  // lose() erases c's entry
+      if (now - c->last_moved() > stall) lose(c, "stalled: no progress for the --stall time");
+    }
+  }
+
   const Options& o_;
   Node node_;
   Listener* listener_ = nullptr;
@@ -1646,6 +1741,9 @@ class Server {
   std::unordered_map<uint32_t, ServerConn*> by_num_;  // completions name QPs by number
   Mismatches mism_;
   Clock::time_point deadline_{}, t0_, last_progress_, next_report_{};
+  Clock::time_point last_activity_;  // a request, an event or a connection gone
+  Resources baseline_;               // before the first client
+  uint64_t idle_rss_kb_ = 0;         // live RSS when the server first fell idle
   uint64_t served_ = 0, lost_ = 0, closed_ops_ = 0, closed_bytes_ = 0, rss_kb_ = 0;
   bool bye_ = false;
   Farewell farewell_;

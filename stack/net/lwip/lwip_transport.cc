@@ -434,6 +434,7 @@ void Conn::attach() {
   // iWARP FPDUs are latency-bound messages: no Nagle. (Delayed ACKs wait
   // one poll at most, see Stack::flush_acks.)
   tcp_nagle_disable(pcb_);
+  ip_set_option(pcb_, SOF_KEEPALIVE);  // timings in lwipopts.h
   // lwIP starts each connection with a 3 s RTO, kept for SYNs (no backoff in
   // SYN_SENT) and decaying slowly from there: one lost SYN or MPA frame then
   // stalls set-up past the MPA timeout. Our links are a LAN or shared memory.

@@ -150,6 +150,16 @@
 // SYNs are retried at a fixed interval (Conn::attach sets it to 200 ms, not
 // lwIP's 3 s): 12 retries give a peer 2.6 s, as 6 x 3 s did before.
 #define TCP_SYNMAXRTX 12
+// Keepalive on every connection (Conn::attach): an idle connection whose
+// peer vanished (a killed process, a link that stays down) is found within
+// KEEPIDLE + KEEPCNT x KEEPINTVL = 10 s and its QP flushed with errors,
+// instead of a posted receive waiting forever. With data outstanding, the
+// retransmission limit (TCP_MAXRTX, 12: 49-86 s measured by peer_fault_test)
+// ends it first.
+#define LWIP_TCP_KEEPALIVE 1
+#define TCP_KEEPIDLE_DEFAULT 5000
+#define TCP_KEEPINTVL_DEFAULT 1000
+#define TCP_KEEPCNT_DEFAULT 5
 
 // --- Checksums ------------------------------------------------------------------------
 // Per-netif control: links whose frames cannot be corrupted (memif between

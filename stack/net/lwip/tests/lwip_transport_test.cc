@@ -821,6 +821,31 @@ TEST_F(LwipTest, PoolExhaustionParksSendsWithoutLoss) {
   for (StreamConn* s : rb_.accepted) b_->release(s);
 }
 
+// An idle connection whose peer vanished (nothing comes back any more) is
+// closed with an error by keepalive (lwipopts.h: 5 s idle, then 5 probes a
+// second apart), not kept forever; a live idle one is not touched.
+TEST_F(LwipTest, KeepaliveFindsAVanishedIdlePeer) {
+  const Wire& w = main_wire();
+  connect_pair();
+  const auto t0 = Clock::now();
+  poll_for(std::chrono::seconds(7));  // idle past KEEPIDLE: probes answered
+  EXPECT_FALSE(ra_.closed.contains(client_)) << "a live idle connection was closed";
+  w.end[0]->set_faults({.drop = 1.0});  // from now on nothing reaches a
+  w.end[1]->set_faults({.drop = 1.0});
+  const auto cut = Clock::now();
+  ASSERT_TRUE(poll_until([&] { return ra_.closed.contains(client_); }, std::chrono::seconds(30)));
+  const double secs = std::chrono::duration<double>(Clock::now() - cut).count();
+  std::printf("[ metric ] vanished idle peer found after %.1f s (idle before: %.1f s)\n", secs,
+              std::chrono::duration<double>(cut - t0).count());
+  EXPECT_NE(ra_.closed[client_], 0);
+  EXPECT_LT(secs, 12.0);
+  w.end[0]->set_faults({});
+  w.end[1]->set_faults({});
+  a_->release(client_);
+  b_->release(server_);
+  b_->close_listener(listener_);
+}
+
 // A link that is mostly out of transmit buffers: lwIP keeps what it could
 // not send and the transport pushes it again, nothing is lost.
 TEST_F(LwipTest, LinkOutOfBuffersStillDelivers) {
