@@ -1,6 +1,6 @@
 // Shared pieces of the libFuzzer harnesses (docs/fuzzing.md): the guarded
 // memory every harness registers, a QP in RTS driven through the real
-// receive path (stack/tests/fake_conn.h's FakeConn and FakeHost), the checks
+// receive path (stack/tests/fake_conn.h's FakeConn), the checks
 // run after every input, and the framer that wraps fuzzed DDP/RDMAP octets
 // in valid MPA framing. gen_corpus.cc uses the same definitions, so the seed
 // corpus always names the STags and tagged offsets the harnesses register.
@@ -381,6 +381,25 @@ struct QpConfig {
   }
 };
 
+// What an Engine owns for one QP: stack/tests/fake_conn.h's FakeHost, but
+// with CQs sized for one input. An input completes six work requests (plus
+// any a bug adds, which a full CQ keeps aside rather than drops, so
+// check_completions still sees them); FakeHost's two 4096-entry CQs were
+// 400 KB allocated, zeroed, page-faulted in and unmapped for every input,
+// about half of an execution's time under ASan.
+inline constexpr uint32_t kCqDepth = 16;
+struct Host {
+  iwarp::MrTable mrs;
+  iwarp::Pd pd{1}, other_pd{2};
+  iwarp::Cq send_cq{kCqDepth}, recv_cq{kCqDepth};
+  iwarp::Stats stats;
+  testing::RecordingOwner owner;
+  iwarp::Qp qp{1,
+               {.pd = &pd, .send_cq = &send_cq, .recv_cq = &recv_cq, .sq_depth = 64,
+                .rq_depth = 64},
+               &mrs, &stats, &owner};
+};
+
 inline testing::FakeConnConfig conn_config() {
   testing::FakeConnConfig c;
   c.tx_space = 1u << 20;
@@ -395,7 +414,6 @@ class QpTarget {
  public:
   explicit QpTarget(const QpConfig& cfg)
       : cfg_(cfg),
-        host_(1, 64, 1),
         conn_(conn_config(), cfg.seed * 2 + 1),
         peer_(conn_config(), cfg.seed * 2 + 2) {
     testing::FakeConn::join(conn_, peer_);
@@ -403,24 +421,24 @@ class QpTarget {
     a.reset();
     for (int r = 0; r < kRegionCount; ++r) {
       if (!kRegions[r].pd) continue;
-      iwarp::Mr* mr = host_.mrs.reg(kRegions[r].pd == 1 ? &host_.pd : &other_pd_, a.at(r),
+      iwarp::Mr* mr = host_.mrs.reg(kRegions[r].pd == 1 ? &host_.pd : &host_.other_pd, a.at(r),
                                     kRegions[r].size, kRegions[r].access);
       FUZZ_CHECK(mr && mr->stag == region_stag(r), "unexpected STag for region %s",
                  kRegions[r].name);
     }
-    prime([this](const RecvWr& w) { return host_.qp->post_recv(w); },
-          [this](const SendWr& w) { return host_.qp->post_send(w); });
-    host_.qp->start(&conn_, cfg.mpa(), cfg.initiator);
+    prime([this](const RecvWr& w) { return host_.qp.post_recv(w); },
+          [this](const SendWr& w) { return host_.qp.post_send(w); });
+    host_.qp.start(&conn_, cfg.mpa(), cfg.initiator);
   }
 
   void feed(const uint8_t* p, size_t n) {
     conn_.inject(p, n);
-    host_.qp->rx_progress();
+    host_.qp.rx_progress();
     drain();
   }
 
   void finish() {
-    iwarp::Qp* qp = host_.qp.get();
+    iwarp::Qp* qp = &host_.qp;
     if (qp->conn()) {
       qp->rx_progress();  // a Terminate may sit in the last octets
       qp->on_stream_closed(cfg_.reset ? -ECONNRESET : 0);
@@ -431,11 +449,12 @@ class QpTarget {
                to_string(qp->state()));
     FUZZ_CHECK(host_.stats.rx_copy_bytes == host_.stats.payload_rx, "copy counters disagree");
     Arena::get().check();
-    check_completions(host_.poll_recv(), host_.poll_send());
+    check_completions(testing::FakeHost::drain(host_.recv_cq),
+                      testing::FakeHost::drain(host_.send_cq));
     check_outgoing(out_, cfg_.crc);
   }
 
-  iwarp::Qp* qp() { return host_.qp.get(); }
+  iwarp::Qp* qp() { return &host_.qp; }
   const Bytes& out() const { return out_; }  // what our side sent so far
   testing::FakeConn& peer() { return peer_; }  // where our side's octets arrive
   testing::FakeConn& conn() { return conn_; }  // where the input arrives
@@ -455,8 +474,7 @@ class QpTarget {
   }
 
   QpConfig cfg_;
-  iwarp::Pd other_pd_{2};
-  testing::FakeHost host_;
+  Host host_;
   testing::FakeConn conn_, peer_;
   Bytes out_;
 };
