@@ -123,6 +123,12 @@ constexpr size_t kPbufOverhead =
                         PBUF_IP_HLEN + PBUF_LINK_HLEN + PBUF_LINK_ENCAPSULATION_HLEN);
 static_assert(kPbufOverhead + LWIP_MEM_ALIGN_SIZE(1460) <= 1544, "lwippools.h: 1544 class");
 static_assert(kPbufOverhead + LWIP_MEM_ALIGN_SIZE(TCP_MSS) <= 9040, "lwippools.h: 9040 class");
+// tcp_init() seeds the last ephemeral port from LWIP_RAND(); every seed must
+// leave tcp_new_port() a first increment that stays in range (lwipopts.h).
+static_assert(TCP_ENSURE_LOCAL_PORT_RANGE(0xffffffffu) < TCP_LOCAL_PORT_RANGE_END &&
+                  TCP_ENSURE_LOCAL_PORT_RANGE(0xffffu) < TCP_LOCAL_PORT_RANGE_END &&
+                  TCP_ENSURE_LOCAL_PORT_RANGE(0u) >= TCP_LOCAL_PORT_RANGE_START,
+              "ephemeral port seed range");
 
 struct Route {
   uint32_t net = 0, mask = 0;  // network byte order
@@ -389,8 +395,8 @@ int errno_of_connect(err_t e) {
     case ERR_RTE: return -ENETUNREACH;
     case ERR_USE: return -EADDRINUSE;
     case ERR_ISCONN: return -EISCONN;
-    case ERR_MEM:
-    case ERR_BUF: return -ENOBUFS;
+    case ERR_BUF: return -EADDRNOTAVAIL;  // no ephemeral port left (as Linux)
+    case ERR_MEM: return -ENOBUFS;
     default: return -EINVAL;
   }
 }

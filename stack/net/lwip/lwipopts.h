@@ -133,6 +133,15 @@
 // SO_REUSEADDR allows on Linux; the transport refuses a second listener.
 #define SO_REUSE 1
 #define TCP_DEFAULT_LISTEN_BACKLOG 0xff
+// Ephemeral ports. lwIP 2.1.3's own range macro maps a random seed onto
+// 0xc000..0xffff inclusive, but tcp_new_port() increments before it wraps:
+// a seed of 0xffff (1 process in 16384) overflows the u16 to port 0, and the
+// process's first connect fails with ERR_BUF. Seeds land below the end here.
+#define TCP_LOCAL_PORT_RANGE_START 0xc000
+#define TCP_LOCAL_PORT_RANGE_END 0xffff
+#define TCP_ENSURE_LOCAL_PORT_RANGE(port) \
+  ((u16_t)(TCP_LOCAL_PORT_RANGE_START +     \
+           (u16_t)((port) % (TCP_LOCAL_PORT_RANGE_END - TCP_LOCAL_PORT_RANGE_START))))
 #define LWIP_CALLBACK_API 1
 #define LWIP_EVENT_API 0
 
