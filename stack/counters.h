@@ -28,7 +28,7 @@ extern "C" {
   X(rx_errors)                                                             \
   /* Faults injected on purpose (FI_SOFTRDMA_FAULTS), apart from drops. */ \
   X(faults_dropped) X(faults_duplicated) X(faults_reordered)               \
-  X(faults_corrupted)                                                      \
+  X(faults_corrupted) X(faults_reset)                                      \
   /* TCP: data segments sent again and their bytes (0 over kernel TCP). */ \
   X(tcp_retransmits) X(tcp_retransmit_bytes)                               \
   /* iWARP: FPDUs, ULP payload, payload copied on receive (one copy:      \

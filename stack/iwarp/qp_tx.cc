@@ -281,7 +281,8 @@ bool Qp::tx_fpdu() {
     tx_.sge_off = off0;
     return false;
   }
-  if (rc < 0) {
+  if (rc < 0) {  // the stream is gone (reset, timed out): say why, as on_stream_closed
+    if (stream_err_ == 0) stream_err_ = rc;
     to_error(WcStatus::kFatalErr, static_cast<uint32_t>(-rc));
     return false;
   }

@@ -427,6 +427,7 @@ class DpdkTransport : public Transport {
     c->faults_duplicated = f.duplicated;
     c->faults_reordered = f.reordered;
     c->faults_corrupted = f.corrupted;
+    c->faults_reset = f.reset;
     const MbufPoolInfo pool = dpdk_mbuf_pool_info();
     c->mbufs_total = pool.size;
     c->mbufs_in_use = pool.size - pool.available;

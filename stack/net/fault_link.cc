@@ -18,6 +18,56 @@ namespace {
 
 constexpr uint32_t kEthHeader = 14;  // corrupt past it: a bad MAC is just a drop
 
+// Ethernet II / IPv4 (RFC 791) / TCP (RFC 9293 3.1) fields a reset rewrites.
+constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+constexpr uint8_t kIpProtoTcp = 6;
+constexpr uint8_t kTcpFin = 0x01, kTcpSyn = 0x02, kTcpRst = 0x04;
+constexpr uint32_t kIpv4Min = 20, kTcpMin = 20;
+
+uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+void put16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+// RFC 1071 ones' complement sum of big-endian 16-bit words.
+uint32_t sum16(const uint8_t* p, uint32_t len, uint32_t acc = 0) {
+  for (; len > 1; p += 2, len -= 2) acc += get16(p);
+  if (len) acc += static_cast<uint32_t>(p[0]) << 8;
+  return acc;
+}
+uint16_t fold(uint32_t acc) {
+  while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+  return static_cast<uint16_t>(~acc);
+}
+
+// Rewrites an IPv4 TCP segment in place into a RST with the segment's own
+// sequence number (the receiver's next expected one when it arrives in
+// order, so RFC 5961 accepts it), no payload and valid checksums. Returns
+// the new frame length, or 0 for a frame that is not such a segment.
+uint32_t make_reset(uint8_t* f, uint32_t len) {
+  if (len < kEthHeader + kIpv4Min || get16(f + 12) != kEtherTypeIpv4) return 0;
+  uint8_t* ip = f + kEthHeader;
+  const uint32_t ihl = (ip[0] & 0x0f) * 4u;
+  if ((ip[0] >> 4) != 4 || ihl < kIpv4Min || ip[9] != kIpProtoTcp) return 0;
+  if ((get16(ip + 6) & 0x3fff) != 0) return 0;  // a fragment
+  uint8_t* tcp = ip + ihl;
+  if (len < kEthHeader + ihl + kTcpMin) return 0;
+  const uint32_t thl = (tcp[12] >> 4) * 4u;
+  if (thl < kTcpMin || len < kEthHeader + ihl + thl) return 0;
+  if (tcp[13] & (kTcpSyn | kTcpFin | kTcpRst)) return 0;
+  tcp[13] = static_cast<uint8_t>((tcp[13] & 0x10) | kTcpRst);  // keep ACK, drop PSH/URG
+  put16(tcp + 14, 0);  // window
+  put16(tcp + 18, 0);  // urgent pointer
+  const auto ip_len = static_cast<uint16_t>(ihl + thl);
+  put16(ip + 2, ip_len);
+  put16(ip + 10, 0);
+  put16(ip + 10, fold(sum16(ip, ihl)));
+  put16(tcp + 16, 0);
+  uint32_t pseudo = sum16(ip + 12, 8) + kIpProtoTcp + thl;  // addresses, protocol, length
+  put16(tcp + 16, fold(sum16(tcp, thl, pseudo)));
+  return kEthHeader + ip_len;
+}
+
 class FaultLink;
 struct Totals {
   std::mutex mu;
@@ -48,7 +98,7 @@ class FaultLink final : public ForwardingLink {
     t.closed += counters_now();
   }
 
-  // Receive: drop or corrupt frames as they come off the port.
+  // Receive: drop, corrupt or reset frames as they come off the port.
   int rx_burst(RxFrame* out, int max) override {
     const int n = inner_->rx_burst(out, max);
     int kept = 0;
@@ -65,6 +115,12 @@ class FaultLink final : public ForwardingLink {
             kEthHeader * 8, out[i].len * 8 - 1)(rx_rng_);
         data[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
         ++corrupted_;
+      } else if (roll(rx_rng_, rates_.reset)) {
+        // The frame is ours until rx_release: its buffer is writable.
+        if (uint32_t len = make_reset(const_cast<uint8_t*>(out[i].data), out[i].len)) {
+          out[i].len = len;
+          ++reset_;
+        }
       }
       out[kept++] = out[i];
     }
@@ -109,7 +165,8 @@ class FaultLink final : public ForwardingLink {
   }
 
   FaultCounters counters_now() const {
-    return {dropped_.load(), duplicated_.load(), reordered_.load(), corrupted_.load()};
+    return {dropped_.load(), duplicated_.load(), reordered_.load(), corrupted_.load(),
+            reset_.load()};
   }
 
  private:
@@ -140,7 +197,7 @@ class FaultLink final : public ForwardingLink {
     void* handle = nullptr;
     uint32_t len = 0;
   } held_;
-  std::atomic<uint64_t> dropped_{0}, duplicated_{0}, reordered_{0}, corrupted_{0};
+  std::atomic<uint64_t> dropped_{0}, duplicated_{0}, reordered_{0}, corrupted_{0}, reset_{0};
 };
 
 // Never destroyed: links may close during static destruction.
@@ -152,11 +209,12 @@ Totals& totals() {
       const FaultCounters c = fault_totals();
       std::fprintf(stderr,
                    "softrdma: faults injected: dropped %llu duplicated %llu reordered %llu "
-                   "corrupted %llu\n",
+                   "corrupted %llu reset %llu\n",
                    static_cast<unsigned long long>(c.dropped),
                    static_cast<unsigned long long>(c.duplicated),
                    static_cast<unsigned long long>(c.reordered),
-                   static_cast<unsigned long long>(c.corrupted));
+                   static_cast<unsigned long long>(c.corrupted),
+                   static_cast<unsigned long long>(c.reset));
     });
     return p;
   }();
@@ -182,9 +240,10 @@ bool parse_fault_rates(const std::string& spec, FaultRates* out, std::string* er
                      : key == "dup"     ? &r.dup
                      : key == "reorder" ? &r.reorder
                      : key == "corrupt" ? &r.corrupt
+                     : key == "reset"   ? &r.reset
                                         : nullptr;
       if (rate == nullptr) {
-        *error = "unknown fault '" + key + "' (drop, dup, reorder, corrupt, seed)";
+        *error = "unknown fault '" + key + "' (drop, dup, reorder, corrupt, reset, seed)";
         return false;
       }
       *rate = std::strtod(value.c_str(), &end);

@@ -1,9 +1,12 @@
 // A FrameLink decorator that damages traffic on purpose, for fault tests on
 // the kernel-bypass path: frames dropped and corrupted on receive,
 // duplicated and reordered (held behind the next frame of its burst) on
-// transmit, each at its own rate.
+// transmit, each at its own rate; and connections reset: a received TCP
+// segment turned into a RST (same sequence number, no payload, checksums
+// recomputed), as a peer or middlebox that resets the connection would send.
 //
 //   FI_SOFTRDMA_FAULTS="drop=0.02,dup=0.02,reorder=0.02,corrupt=0.01,seed=7"
+//   FI_SOFTRDMA_FAULTS="reset=0.001"
 //
 // A corrupting link stops vouching for checksums (trusted_checksums() is
 // false), so the stack verifies them as it would on a real wire. What was
@@ -20,17 +23,19 @@ namespace softrdma::net {
 
 struct FaultRates {
   double drop = 0, dup = 0, reorder = 0, corrupt = 0;  // probabilities per frame
+  double reset = 0;  // per received TCP segment (not SYN, FIN or RST)
   uint64_t seed = 1;  // mixed with the pid: two processes never fail in lockstep
-  bool any() const { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
+  bool any() const { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0 || reset > 0; }
 };
 
 struct FaultCounters {
-  uint64_t dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
+  uint64_t dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, reset = 0;
   FaultCounters& operator+=(const FaultCounters& o) {
     dropped += o.dropped;
     duplicated += o.duplicated;
     reordered += o.reordered;
     corrupted += o.corrupted;
+    reset += o.reset;
     return *this;
   }
 };

@@ -40,6 +40,7 @@
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
 #include "lwip/priv/tcp_priv.h"
+#include "lwip/stats.h"
 #include "lwip/sys.h"
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
@@ -1221,6 +1222,9 @@ LwipCounters Stack::counters() const {
   for (const auto& l : retired_) c.rx_frames_held += l->held;
   c.links = links_.size();
   c.routes = host_routes_.size() + net_routes_.size();
+  // Refused inside lwIP: bad IP or TCP checksums (a corrupting link), bad lengths.
+  c.rx_input_errors += uint64_t{lwip_stats.ip.chkerr} + lwip_stats.ip.lenerr +
+                       lwip_stats.tcp.chkerr + lwip_stats.tcp.lenerr;
   return c;
 }
 

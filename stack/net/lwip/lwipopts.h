@@ -223,8 +223,21 @@
 #define LWIP_NETIF_LINK_CALLBACK 0
 
 // --- Statistics and debugging --------------------------------------------------------------
-// lwIP's stats are global and unlocked; lwip_transport keeps its own counters.
-#define LWIP_STATS 0
+// lwip_transport keeps its own counters. lwIP's stats (global, unlocked:
+// read under the stack mutex) are on only for IP and TCP, whose checksum and
+// length errors are frames refused deep in the stack (counted in rx_errors).
+#define LWIP_STATS 1
+#define LINK_STATS 0
+#define ETHARP_STATS 0
+#define IPFRAG_STATS 0
+#define ICMP_STATS 0
+#define UDP_STATS 0
+#define MEM_STATS 0
+#define MEMP_STATS 0
+#define SYS_STATS 0
+#define IP_STATS 1
+#define TCP_STATS 1
+#define LWIP_STATS_LARGE 1  // 32-bit counters
 #define LWIP_STATS_DISPLAY 0
 #define LWIP_DEBUG 0
 #define LWIP_PERF 0

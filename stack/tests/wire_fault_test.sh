@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Wire faults over the DPDK path (issue 6): srdma_soak server and client on
+# this host over the embedded memif mesh, with FI_SOFTRDMA_FAULTS damaging
+# frames (stack/net/fault_link.h).
+#  a. rates: frames dropped, duplicated, reordered and corrupted at 5 % each,
+#     in both processes: the run completes with every byte verified (exit 0
+#     of both tools), each kind was injected, and the corrupted frames were
+#     refused by the TCP checksum (rx_errors), never delivered as data.
+#  b. reset: the server turns received segments into RSTs (reset=P), as a
+#     peer or middlebox resetting connections would: the client sees its
+#     connection reset ("Connection reset by peer") and exits at once with a
+#     lost connection; the server logs each lost connection as survived, the
+#     reset one as reset, and exits 0 with QPs, MRs, connections, frames and
+#     mbufs back at their baseline and no mismatch.
+#
+# usage: wire_fault_test.sh <path-to-srdma_soak>   (root: DPDK)
+set -u
+
+soak=${1:?usage: wire_fault_test.sh <path-to-srdma_soak>}
+[[ -x $soak ]] || { echo "wire_fault_test: $soak is not executable" >&2; exit 2; }
+source "$(dirname "$0")/perf_server.sh"  # free_port, wait_listening
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/wire_fault.XXXXXX")
+server_pid=""
+keep=""
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null
+  if [[ -n $keep ]]; then echo "logs kept in $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+export FI_SOFTRDMA_TRANSPORT=dpdk
+
+die() {
+  echo "wire_fault_test: FAIL: $*"
+  for f in "$tmp"/*.log; do echo "--- $(basename "$f") (last 12 lines)"; tail -12 "$f"; done
+  keep=1
+  exit 1
+}
+
+# start_server FAULTS ARGS...: sets port and server_pid; log in server.log.
+start_server() {
+  local faults=$1 attempt
+  shift
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    : >"$tmp/server.log"
+    FI_SOFTRDMA_FAULTS=$faults timeout 150 "$soak" --server -p "$port" --timeout 120 --report 1 "$@" \
+      >"$tmp/server.log" 2>&1 &
+    server_pid=$!
+    wait_listening "$server_pid" "$tmp/server.log" "$port" 30 && return 0
+    kill "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+    server_pid=""
+  done
+  die "the server did not start"
+}
+wait_server() {
+  wait "$server_pid"
+  server_rc=$?
+  server_pid=""
+}
+# injected KIND: what both processes' fault links say they injected.
+injected() {
+  cat "$tmp"/*.log | awk -v k="$1" '/^softrdma: faults injected/ {
+    for (i = 1; i < NF; ++i) if ($i == k) s += $(i + 1) } END { print s + 0 }'
+}
+# counter NAME: summed over both processes' FI_SOFTRDMA_STATS lines.
+counter() {
+  awk -v k="$1" '/ counters: / { for (i = 1; i <= NF; ++i) { split($i, kv, "=")
+    if (kv[1] == k) s += kv[2] } } END { print s + 0 }' "$tmp/stats"
+}
+
+# --- a. 5 % of each fault in both processes -------------------------------------
+t=$SECONDS
+rates=drop=0.05,dup=0.05,reorder=0.05,corrupt=0.05
+export FI_SOFTRDMA_STATS=$tmp/stats
+start_server "$rates"
+FI_SOFTRDMA_FAULTS=$rates timeout 130 "$soak" -p "$port" --timeout 100 --report 2 -d 15 -n 4 \
+  --churn 20 127.0.0.1 >"$tmp/client.log" 2>&1
+rc=$?
+wait_server
+((rc == 0 && server_rc == 0)) || die "rates: client exit $rc, server exit $server_rc (0 expected)"
+grep -q 'SUMMARY .* errors 0 ' "$tmp/client.log" || die "rates: the client's summary shows errors"
+for kind in dropped duplicated reordered corrupted; do
+  (($(injected $kind) > 0)) || die "rates: nothing $kind"
+done
+refused=$(counter rx_errors)
+(($(counter rx_errors) > 0)) || die "rates: no corrupted frame refused by a checksum"
+echo "ok   rates 5 %: $(grep -o 'ops [0-9]* bytes_verified [0-9]*' "$tmp/client.log" | tail -1)," \
+  "injected dropped $(injected dropped) duplicated $(injected duplicated) reordered" \
+  "$(injected reordered) corrupted $(injected corrupted), refused by checksums $refused," \
+  "MPA CRC errors $(counter crc_errors) ($((SECONDS - t)) s)"
+unset FI_SOFTRDMA_STATS
+rm -f "$tmp"/*.log
+
+# --- b. connections reset --------------------------------------------------------
+t=$SECONDS
+start_server reset=0.0005 --serve-until-idle 4 --stall 30
+t0=$(date +%s.%N)
+timeout 60 "$soak" -p "$port" --timeout 40 --report 0.5 -d 10 -n 4 --no-bye 127.0.0.1 \
+  >"$tmp/client.log" 2>&1
+rc=$?
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+wait_server
+((rc == 2)) || die "reset: client exit $rc (2 expected: a connection lost)"
+grep -q 'srdma_soak client: connection .*Connection reset by peer' "$tmp/client.log" ||
+  die "reset: the client's lost connection does not say it was reset"
+awk -v s="$took" 'BEGIN { exit !(s < 5) }' || die "reset: the client took $took s to see the reset"
+(($(injected reset) > 0)) || die "reset: no segment reset"
+((server_rc == 0)) || die "reset: server exit $server_rc"
+grep -q 'lost before the end .*Connection reset by peer; survived' "$tmp/server.log" ||
+  die "reset: the server did not log a connection reset it survived"
+grep -q 'SERVER RESOURCES .* qps 0 mrs 0 conns 0 held frames 0 mbufs in use 0 .* back' "$tmp/server.log" ||
+  die "reset: the server's resources are not back"
+grep -q 'SERVER SUMMARY .* mismatches 0 ' "$tmp/server.log" || die "reset: mismatches at the server"
+echo "ok   reset: $(injected reset) segment(s) reset; client out in $took s:" \
+  "$(grep -o 'connection [0-9]* lost.*' "$tmp/client.log" | head -1);" \
+  "server: $(grep -c '; survived' "$tmp/server.log") lost connections survived" \
+  "($(grep -c 'Connection reset by peer; survived' "$tmp/server.log") reset), resources back ($((SECONDS - t)) s)"
+echo "wire_fault_test: passed"
