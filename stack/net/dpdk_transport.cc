@@ -163,6 +163,7 @@ class Mesh {
  private:
   static constexpr auto kLinkUpTimeout = std::chrono::seconds(10);
   static constexpr auto kGoodbyeTimeout = std::chrono::milliseconds(500);
+  static constexpr auto kReapInterval = std::chrono::milliseconds(500);
 
   struct Link {
     std::shared_ptr<FrameLink> port;  // polled by lwIP through a KeptLink
@@ -183,13 +184,14 @@ class Mesh {
     o.mtu = mtu_;
     std::string err;
     if (ok_ && !dpdk_prepare(o, &err)) std::fprintf(stderr, "softrdma: DPDK: %s\n", err.c_str());
+    if (ok_) open_anchor();  // now too: its listener is part of the baseline
   }
 
   void serve_locked() {
     Rendezvous::Request r;
     while (rv_.next_request(&r)) {
       if (r.kind == Rendezvous::Request::Kind::kBye) {
-        retire(r.peer);
+        forget(r.peer);
         rv_.send_bye_ack(r.peer);
         continue;
       }
@@ -213,6 +215,33 @@ class Mesh {
       }
     }
     if (!parked_.empty()) close_parked();
+    reap_dead_peers();
+  }
+
+  // A peer killed outright says no BYE and its TCP sends no RST: its links
+  // would stay open (descriptors, shared memory) and its connections would
+  // wait out TCP's timeouts. Twice a second, a link that is down to a
+  // process that no longer exists is forgotten and closed.
+  void reap_dead_peers() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_reap_) return;
+    next_reap_ = now + kReapInterval;
+    std::vector<pid_t> dead;
+    for (const auto& [peer, link] : links_) {
+      if (!link.port->link_up() && !Rendezvous::alive(peer)) dead.push_back(peer);
+    }
+    for (pid_t peer : dead) forget(peer);
+    if (!dead.empty()) close_parked();
+  }
+
+  // A peer that exits (BYE) or died: what it left open is reset, as the
+  // kernel resets a dead local process's sockets, and its link retired.
+  void forget(pid_t peer) {
+    const int n = LwipStack::get().reset_connections_to(Rendezvous::address_of(peer));
+    if (debug())
+      std::fprintf(stderr, "softrdma[%d]: peer %d is gone: %d connections reset\n", rv_.pid(), peer,
+                   n);
+    retire(peer);
   }
 
   // Stops polling the link to peer; its port stays open, parked, until the
@@ -252,16 +281,34 @@ class Mesh {
 
   // memif devargs for our end of the link with peer.
   std::string devargs(pid_t peer, bool server) {
+    return memif_devargs(rv_.link_name(peer), rv_.link_id(peer), server);
+  }
+  std::string memif_devargs(const std::string& socket, uint32_t id, bool server) {
     uint8_t mac[6];
     Rendezvous::mac_of(rv_.pid(), mac);
     return "net_memif" + std::to_string(next_vdev_++) + ",role=" + (server ? "server" : "client") +
-           ",socket=" + rv_.link_name(peer) + ",id=0,mac=" + mac_string(mac);
+           ",socket=" + socket + ",id=" + std::to_string(id) + ",mac=" + mac_string(mac);
   }
 
   // The lower pid of a pair serves the memif; the peer attaches as client.
   int open_server(pid_t peer) {
     if (int rc = add(peer, devargs(peer, true)); rc < 0) return rc;
     return rv_.send_link(peer, rv_.link_name(peer));
+  }
+
+  // All our server ends share one memif socket. DPDK 22.11 frees a socket's
+  // state with its last device but leaves the listener registered with the
+  // interrupt thread, which costs a descriptor per socket ever closed
+  // (port.cc, retire_memif_listener): one per peer process for a long-lived
+  // server. An idle device with id 0 (pids are never 0), never connected or
+  // polled, keeps the socket for the process's lifetime instead.
+  void open_anchor() {
+    PortOptions o;
+    o.devargs = memif_devargs(rv_.link_name(rv_.pid()), 0, true);
+    o.mtu = mtu_;
+    std::string err;
+    anchor_ = open_dpdk_port(o, &err);
+    if (!anchor_) std::fprintf(stderr, "softrdma: memif socket anchor: %s\n", err.c_str());
   }
 
   int attach(pid_t peer, const std::string& name) {
@@ -310,9 +357,11 @@ class Mesh {
   uint32_t mtu_;
   bool ok_ = false;
   std::map<pid_t, Link> links_;
+  std::unique_ptr<FrameLink> anchor_;  // see open_anchor
   std::vector<std::pair<pid_t, std::shared_ptr<FrameLink>>> parked_;  // retired, still open
   std::set<pid_t> awaiting_bye_ack_;
   bool exiting_ = false;
+  std::chrono::steady_clock::time_point next_reap_{};
   uint32_t link_seq_ = 0;
   int next_vdev_ = 0;
 };

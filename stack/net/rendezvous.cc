@@ -160,8 +160,11 @@ void Rendezvous::withdraw(uint16_t port) {
 }
 
 std::string Rendezvous::link_name(pid_t peer) const {
-  pid_t lo = std::min(pid_, peer), hi = std::max(pid_, peer);
-  return "softrdma-" + std::to_string(lo) + "-" + std::to_string(hi);
+  return "softrdma-" + std::to_string(std::min(pid_, peer));
+}
+
+uint32_t Rendezvous::link_id(pid_t peer) const {
+  return static_cast<uint32_t>(std::max(pid_, peer));
 }
 
 int Rendezvous::send(pid_t peer, const std::string& msg) const {

@@ -69,8 +69,11 @@ class Rendezvous {
   int send_bye_ack(pid_t peer) const;
   // The next pending request, without blocking.
   bool next_request(Request* r);
-  // The memif socket name (abstract) of the link between this process and peer.
+  // The memif socket (abstract name) of the link between this process and
+  // peer: the serving (lower) pid's one socket, shared by all its links; the
+  // link's memif interface id is the higher pid (link_id), unique on it.
   std::string link_name(pid_t peer) const;
+  uint32_t link_id(pid_t peer) const;
   // Whether a process with this pid exists.
   static bool alive(pid_t pid);
 

@@ -261,6 +261,7 @@ class Stack {
   int add_link(std::unique_ptr<FrameLink> port, in_addr ip, in_addr mask, in_addr gw,
                const LwipLinkOptions& opt);
   int remove_link(int id);
+  int reset_connections_to(in_addr peer);
   int add_route(in_addr dest, int prefix, int link_id, in_addr via);
   int remove_route(in_addr dest, int prefix);
   LwipCounters counters() const;
@@ -295,6 +296,7 @@ class Stack {
   static void rx_free(pbuf* p);
 
   bool removing_link = false;  // errors during remove_link are -ENETDOWN
+  bool resetting = false;      // aborts by reset_connections_to are resets
   LwipCounters ctr;            // the fields Stack counts itself
 
  private:
@@ -408,6 +410,7 @@ int errno_of_connect(err_t e) {
 // listen to); ERR_CLSD only follows our own FIN's acknowledgement.
 int errno_of_callback(err_t e, bool connecting) {
   if (g_stack->removing_link) return -ENETDOWN;
+  if (g_stack->resetting) e = ERR_RST;
   switch (e) {
     case ERR_RST: return connecting ? -ECONNREFUSED : -ECONNRESET;
     case ERR_ABRT: return -ETIMEDOUT;
@@ -888,6 +891,24 @@ int Stack::remove_link(int id) {
   update_fd_mode();
   sweep_retired();
   return 0;
+}
+
+int Stack::reset_connections_to(in_addr peer) {
+  int n = 0;
+  resetting = true;
+  for (bool again = true; again;) {  // tcp_abort unlinks the pcb: scan again
+    again = false;
+    for (tcp_pcb* p = tcp_active_pcbs; p != nullptr; p = p->next) {
+      if (ip4_addr_get_u32(ip_2_ip4(&p->remote_ip)) == peer.s_addr) {
+        tcp_abort(p);
+        ++n;
+        again = true;
+        break;
+      }
+    }
+  }
+  resetting = false;
+  return n;
 }
 
 void Stack::update_fd_mode() {
@@ -1644,6 +1665,11 @@ int LwipStack::add_neighbor(in_addr dest, const uint8_t mac[6]) {
   err_t e = etharp_add_static_entry(&ip, &ea);
   Stack::get().route_any_link_state = false;
   return e == ERR_OK ? 0 : -EHOSTUNREACH;
+}
+
+int LwipStack::reset_connections_to(in_addr peer) {
+  Locked g;
+  return Stack::get().reset_connections_to(peer);
 }
 
 void LwipStack::sync_link_states() {

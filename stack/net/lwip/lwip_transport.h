@@ -81,6 +81,11 @@ class LwipStack {
   // (on_closed -ENETDOWN) and its routes are dropped. The FrameLink object is
   // destroyed once every frame it lent out has come back. 0 or -ENOENT.
   int remove_link(int link_id);
+  // Resets every connection to peer (remote address, network byte order) as
+  // if the peer had sent a RST: on_closed -ECONNRESET, or -ECONNREFUSED for
+  // one still connecting, as the kernel reports a dead local process's
+  // sockets. For a peer known to be gone. Returns how many.
+  int reset_connections_to(in_addr peer);
 
   // Sends traffic for dest/prefix_len out of link_id, to the neighbour via
   // (0.0.0.0: dest itself is on the link, as on a point-to-point link).
