@@ -18,7 +18,9 @@ std::chrono::steady_clock::time_point deadline_after(int ms) {
 
 int send_frame(net::StreamConn* sc, const std::vector<uint8_t>& f) {
   iovec iov{const_cast<uint8_t*>(f.data()), f.size()};
-  return sc->tx_send(&iov, 1, f.size());
+  const int rc = sc->tx_send(&iov, 1, f.size());
+  if (rc == 0) sc->tx_flush();  // the peer waits on this frame: out now, not at a timer
+  return rc;
 }
 
 }  // namespace

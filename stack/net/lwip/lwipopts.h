@@ -54,9 +54,9 @@
 #define MEM_USE_POOLS_TRY_BIGGER_POOL 1
 #define MEM_ALIGNMENT 8
 #define MEM_SIZE (1024 * 1024)  // unused with MEM_USE_POOLS; sets mem_size_t to u32
-// Thousands of connections: 1024 active/TIME_WAIT pcbs (lwIP recycles the
-// oldest TIME_WAIT ones when this runs out) and 64 listeners.
-#define MEMP_NUM_TCP_PCB 1024
+// Thousands of connections: 4096 active/TIME_WAIT pcbs (about 1 MiB; lwIP
+// recycles the oldest TIME_WAIT ones when this runs out) and 64 listeners.
+#define MEMP_NUM_TCP_PCB 4096
 #define MEMP_NUM_TCP_PCB_LISTEN 64
 // One tcp_seg per queued TX segment and per out-of-order RX segment, shared
 // by all connections (a connection queues at most its peer's window plus
