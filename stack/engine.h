@@ -60,6 +60,11 @@ struct EngineConfig {
   bool markers = false;     // ask the peer to insert MPA markers
   uint8_t mpa_rev = iwarp::kMpaRev2;
   iwarp::Rtr rtr = iwarp::Rtr::kWrite;  // RTR kind we offer (rev 2); kNone: no p2p
+  // An active open's TCP handshake gets connect_timeout_ms (SYNs are
+  // retried 1, 2, 4, 8 s... apart: a lossy path must not fail a connect that
+  // a kernel would complete), then the MPA exchange gets mpa_timeout_ms; a
+  // passive side's MPA exchange gets mpa_timeout_ms from the accept.
+  int connect_timeout_ms = 30000;
   int mpa_timeout_ms = 5000;
   Threading threading = Threading::kC2;
   // c2: a watchdog thread runs progress when the application has not for

@@ -111,7 +111,7 @@ int Engine::connect(Qp* qp, const sockaddr_in& peer, const void* pdata, size_t l
   c->qp = qp;
   c->initiator = true;
   c->sent = our_params(qp, pdata, len);
-  c->deadline = deadline_after(cfg_.mpa_timeout_ms);
+  c->deadline = deadline_after(cfg_.connect_timeout_ms);
   sc->owner = c.get();
   conns_.emplace(c.get(), std::move(c));
   return 0;
@@ -172,6 +172,7 @@ void Engine::on_connected(net::StreamConn* sc, int err) {
   auto* c = static_cast<ConnReq*>(sc->owner);
   if (err == 0) {
     c->stage = ConnReq::Stage::kAwaitRep;
+    c->deadline = deadline_after(cfg_.mpa_timeout_ms);
     c->reader = std::make_unique<iwarp::MpaReader>(true);
     err = send_frame(sc, iwarp::mpa_build(false, c->sent));
     if (err == 0) return;
