@@ -1368,6 +1368,11 @@ void TransportImpl::close_listener(Listener* l) {
 }
 
 Conn* TransportImpl::adopt(tcp_pcb* newpcb, ListenerImpl* /*l*/) {
+  // As for active opens: lwIP starts a passive pcb's variance at 3 s, so its
+  // RTO stays above 2 s for the first round trips and a lost MPA Reply or
+  // first data segment waits that long, past the peer's MPA timeout.
+  newpcb->rto = static_cast<s16_t>(kInitialRtoMs / TCP_SLOW_INTERVAL);
+  newpcb->sv = static_cast<s16_t>(kInitialRtoMs / TCP_SLOW_INTERVAL);
   auto c = std::make_unique<Conn>(this, newpcb, /*connecting=*/false);
   c->attach();
   c->cache_endpoints();
