@@ -1018,6 +1018,7 @@ class Client {
     for (uint32_t opened = 0; opened < o_.conns || connecting() > 0; pass(false)) {
       for (uint32_t n = connecting(); opened < o_.conns && n < kConnectWave; ++n)
         open(opened++, o_.max_size, UINT64_MAX);
+      report_due();
     }
     // Warm-up counts from when every connection carries traffic.
     const Clock::time_point start = Clock::now();
