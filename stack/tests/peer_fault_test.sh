@@ -81,17 +81,8 @@ die() {
 }
 
 # --- the two hosts (as netns_dpdk_test.sh) -----------------------------------
-ip netns add "$ns_s" || fail "ip netns add $ns_s"
-ip netns add "$ns_c" || fail "ip netns add $ns_c"
-ip link add "$if_s" netns "$ns_s" type veth peer name "$if_c" netns "$ns_c" ||
-  fail "cannot create the veth pair"
-for ns in "$ns_s" "$ns_c"; do
-  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-    net.ipv6.conf.default.disable_ipv6=1 || fail "sysctl in $ns"
-  ip -n "$ns" link set lo up || fail "lo up in $ns"
-done
-ip -n "$ns_s" link set "$if_s" up || fail "$if_s up"
-ip -n "$ns_c" link set "$if_c" up || fail "$if_c up"
+source "$(dirname "$0")/netns_pair.sh"
+netns_pair_up "$ns_s" "$ns_c" "$if_s" "$if_c"
 
 now() { date +%s.%N; }
 
