@@ -896,16 +896,12 @@ int Stack::remove_link(int id) {
 int Stack::reset_connections_to(in_addr peer) {
   int n = 0;
   resetting = true;
-  for (bool again = true; again;) {  // tcp_abort unlinks the pcb: scan again
-    again = false;
-    for (tcp_pcb* p = tcp_active_pcbs; p != nullptr; p = p->next) {
-      if (ip4_addr_get_u32(ip_2_ip4(&p->remote_ip)) == peer.s_addr) {
-        tcp_abort(p);
-        ++n;
-        again = true;
-        break;
-      }
-    }
+  // tcp_abort unlinks only that pcb (our error callback touches no other).
+  for (tcp_pcb *p = tcp_active_pcbs, *next; p != nullptr; p = next) {
+    next = p->next;
+    if (ip4_addr_get_u32(ip_2_ip4(&p->remote_ip)) != peer.s_addr) continue;
+    tcp_abort(p);
+    ++n;
   }
   resetting = false;
   return n;
