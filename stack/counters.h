@@ -19,8 +19,9 @@ extern "C" {
   /* --- Cumulative: since the process began (link, TCP, faults) or since  \
    * the engine (the libfabric fabric) was opened (iWARP). */              \
   /* Link layer: Ethernet frames moved by the DPDK ports, all links of the \
-   * process (0 over kernel TCP: the kernel counts those packets). */      \
-  X(rx_packets) X(rx_bytes) X(tx_packets) X(tx_bytes)                      \
+   * process (0 over kernel TCP: the kernel counts those packets); of the \
+   * transmitted, those lent to the port, not copied by the stack. */      \
+  X(rx_packets) X(rx_bytes) X(tx_packets) X(tx_bytes) X(tx_lent)           \
   /* Frames lost at the ports of the links up now: receive ring or mbuf   \
    * pool full (DPDK imissed + rx_nombuf), no transmit room. */            \
   X(rx_dropped) X(tx_dropped)                                              \

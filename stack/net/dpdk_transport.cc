@@ -465,6 +465,7 @@ class DpdkTransport : public Transport {
     c->rx_bytes = l.rx_bytes;
     c->tx_packets = l.tx_frames;
     c->tx_bytes = l.tx_bytes;
+    c->tx_lent = l.tx_lent;
     c->rx_dropped = l.port_rx_dropped;
     c->tx_dropped = l.port_tx_dropped;
     c->rx_errors = l.rx_input_errors;

@@ -44,6 +44,20 @@ class FrameLink {
   virtual uint8_t* tx_begin(uint32_t len, void** handle) = 0;
   virtual void tx_commit(void* handle, uint32_t len) = 0;
   virtual void tx_flush() = 0;
+  // Transmit without copying: the frame stays in the caller's memory, which
+  // must stay valid and unchanged until the port calls done(frame, ctx) (from
+  // inside a later tx call, rx_burst's flush, or the port's destruction).
+  // Only ports whose driver copies frames out in software when it takes them
+  // (memif, af_packet) lend; a NIC would need the memory's DMA address.
+  // Returns 1 when queued, 0 when this port does not lend (use tx_begin),
+  // -ENOBUFS when no descriptor is free now (back-pressure, as tx_begin's null).
+  using TxDone = void (*)(void* frame, void* ctx);
+  virtual int tx_lend(const uint8_t* /*frame*/, uint32_t /*len*/, TxDone /*done*/, void* /*ctx*/) {
+    return 0;
+  }
+  // Drops the frames still queued (the link is being removed), so that no
+  // lent frame outlives the link in the stack. Ports that lend override it.
+  virtual void tx_discard() {}
 
   virtual const uint8_t* mac() const = 0;  // 6 octets
   virtual uint32_t mtu() const = 0;        // IP MTU (frame = mtu + 14)
@@ -59,7 +73,8 @@ class FrameLink {
 };
 
 // Passes every call to another link: decorators (capture, fault injection)
-// derive from it and override only what they change.
+// derive from it and override only what they change; those that read or
+// alter frames after tx_begin refuse lent ones (tx_lend returns 0).
 class ForwardingLink : public FrameLink {
  public:
   explicit ForwardingLink(FrameLink* inner) : inner_(inner) {}
@@ -68,6 +83,10 @@ class ForwardingLink : public FrameLink {
   uint8_t* tx_begin(uint32_t len, void** handle) override { return inner_->tx_begin(len, handle); }
   void tx_commit(void* handle, uint32_t len) override { inner_->tx_commit(handle, len); }
   void tx_flush() override { inner_->tx_flush(); }
+  int tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) override {
+    return inner_->tx_lend(frame, len, done, ctx);
+  }
+  void tx_discard() override { inner_->tx_discard(); }
   const uint8_t* mac() const override { return inner_->mac(); }
   uint32_t mtu() const override { return inner_->mtu(); }
   bool link_up() const override { return inner_->link_up(); }

@@ -39,7 +39,6 @@
 namespace softrdma::net {
 namespace {
 
-constexpr char kPoolName[] = "softrdma_mbufs";
 constexpr uint32_t kEthHeader = 14;
 constexpr uint32_t kVlanTag = 4;
 constexpr uint32_t kFrameSlack = 8;  // a VLAN tag and the CRC, if a PMD keeps them
@@ -50,7 +49,6 @@ static_assert(kFramePrivSize % RTE_MBUF_PRIV_ALIGN == 0);
 
 // Probing, removal and pool creation touch process-wide DPDK state.
 std::mutex g_mu;
-rte_mempool* g_pool = nullptr;
 std::set<uint16_t> g_open_ports;
 
 std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
@@ -73,9 +71,26 @@ uint32_t pool_mbufs(const PortOptions& o) {
   return std::max<uint32_t>(64, static_cast<uint32_t>(std::strtoul(v, nullptr, 10)));
 }
 
+// The process's pools: one for every port but af_xdp, one for af_xdp ports
+// (made when the first opens). The first is a LIFO ("stack" ops): the mbufs
+// freed last are handed out first, so a process works in the few it keeps
+// warm in the CPU's caches and its RSS is what it uses at once. The default
+// ring is FIFO, and threads that are not EAL lcores (ours) get no per-lcore
+// cache, so every frame walked the whole pool, touching all of it. af_xdp
+// turns its pool into the socket's UMEM and moves no frame over a stack
+// pool (DPDK 22.11: nothing is received), so it keeps the ring.
+struct Pool {
+  const char* name;
+  const char* ops;
+  rte_mempool* mp = nullptr;
+};
+Pool g_main_pool{"softrdma_mbufs", "stack"};
+Pool g_xdp_pool{"softrdma_xdp_mbufs", "ring_mp_mc"};
+
 rte_mempool* ensure_pool(const PortOptions& o, std::string* why) {
+  Pool& pool = o.devargs.rfind("net_af_xdp", 0) == 0 ? g_xdp_pool : g_main_pool;
   const uint32_t need = o.mtu + kEthHeader + kVlanTag;
-  if (g_pool == nullptr) {
+  if (pool.mp == nullptr) {
     const uint32_t mbufs = pool_mbufs(o);
     // rte_mempool_create refuses a per-lcore cache above n / 1.5.
     const uint32_t cache = std::min<uint32_t>(kPoolCache, mbufs * 2 / 3);
@@ -88,25 +103,29 @@ rte_mempool* ensure_pool(const PortOptions& o, std::string* why) {
       *why = "mbuf data room too large: " + std::to_string(room);
       return nullptr;
     }
-    g_pool = rte_pktmbuf_pool_create(kPoolName, mbufs, cache, kFramePrivSize,
-                                     static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM),
-                                     SOCKET_ID_ANY);
-    if (g_pool == nullptr) {
+    const uint16_t size = static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM);
+    pool.mp = rte_pktmbuf_pool_create_by_ops(pool.name, mbufs, cache, kFramePrivSize, size,
+                                             SOCKET_ID_ANY, pool.ops);
+    if (pool.mp == nullptr) {  // the stack driver is a plugin that may be missing
+      pool.mp = rte_pktmbuf_pool_create(pool.name, mbufs, cache, kFramePrivSize, size,
+                                        SOCKET_ID_ANY);
+    }
+    if (pool.mp == nullptr) {
       *why = "rte_pktmbuf_pool_create(" + std::to_string(mbufs) + " x " +
              std::to_string(room) + " B): " + rte_strerror(rte_errno) +
              " (raise EalOptions::memory_mb?)";
       return nullptr;
     }
-    return g_pool;
+    return pool.mp;
   }
-  const uint32_t have = rte_pktmbuf_data_room_size(g_pool) - RTE_PKTMBUF_HEADROOM;
+  const uint32_t have = rte_pktmbuf_data_room_size(pool.mp) - RTE_PKTMBUF_HEADROOM;
   if (have < need) {
     *why = "mtu " + std::to_string(o.mtu) + " needs " + std::to_string(need) +
            " B mbufs, the process pool has " + std::to_string(have) +
            " (set pool_data_room on the first open)";
     return nullptr;
   }
-  return g_pool;
+  return pool.mp;
 }
 
 // Switches the calling thread into a network namespace until destroyed.
@@ -271,7 +290,9 @@ class DpdkPortImpl final : public DpdkPort {
   void rx_release(void* handle) override { rte_pktmbuf_free(static_cast<rte_mbuf*>(handle)); }
   uint8_t* tx_begin(uint32_t len, void** handle) override;
   void tx_commit(void* handle, uint32_t len) override;
+  int tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) override;
   void tx_flush() override;
+  void tx_discard() override;
 
   const uint8_t* mac() const override { return mac_; }
   uint32_t mtu() const override { return mtu_; }
@@ -295,6 +316,7 @@ class DpdkPortImpl final : public DpdkPort {
   void count_memif_socket(const std::string& devargs);
   bool start(const PortOptions& o, int first_rc, std::string* why);
   bool linearize(rte_mbuf** m);
+  bool tx_room();
   void shutdown();
 
   uint16_t port_ = RTE_MAX_ETHPORTS;
@@ -307,6 +329,7 @@ class DpdkPortImpl final : public DpdkPort {
   bool trusted_ = false;
   bool check_csum_ = false;  // drop frames the NIC flags as bad
   bool memif_ = false;
+  bool lends_ = false;  // the driver copies frames out inside tx_burst
   std::string memif_socket_;  // counted in g_memif_sockets while set
   bool held_ = false, probed_by_us_ = false, registered_ = false, started_ = false;
   rte_device* device_ = nullptr;
@@ -439,6 +462,9 @@ bool DpdkPortImpl::configure(const PortOptions& o, std::string* why) {
   }
   driver_ = info.driver_name ? info.driver_name : "";
   const bool memif = driver_ == "net_memif";
+  // Both copy each frame into their ring inside tx_burst and free the mbuf
+  // there (DPDK 22.11; memif without zero-copy): frames can be lent.
+  lends_ = memif || driver_ == "net_af_packet";
   char dev_name[RTE_ETH_NAME_MAX_LEN] = {};
   if (rte_eth_dev_get_name_by_port(port_, dev_name) == 0) name_ = dev_name;
 
@@ -630,16 +656,18 @@ int DpdkPortImpl::rx_burst(RxFrame* out, int max) {
   return got;
 }
 
+// Back-pressure, not loss: while frames wait for a full ring, refuse new
+// ones (the TCP above keeps its segment and tries again on a later poll).
+bool DpdkPortImpl::tx_room() {
+  if (tx_pending_.size() < kMaxPending) return true;
+  tx_flush();
+  if (tx_pending_.size() < kMaxPending) return true;
+  bump(tx_retries_, 1);
+  return false;
+}
+
 uint8_t* DpdkPortImpl::tx_begin(uint32_t len, void** handle) {
-  // Back-pressure, not loss: while frames wait for a full ring, refuse new
-  // ones (the TCP above keeps its segment and tries again on a later poll).
-  if (tx_pending_.size() >= kMaxPending) {
-    tx_flush();
-    if (tx_pending_.size() >= kMaxPending) {
-      bump(tx_retries_, 1);
-      return nullptr;
-    }
-  }
+  if (!tx_room()) return nullptr;
   rte_mbuf* m = len <= max_tx_frame_ ? rte_pktmbuf_alloc(pool_) : nullptr;
   if (m == nullptr) {
     bump(tx_dropped_, 1);
@@ -660,6 +688,33 @@ void DpdkPortImpl::tx_commit(void* handle, uint32_t len) {
   m->pkt_len = len;
   tx_pending_.push_back(m);
   if (tx_pending_.size() >= burst_) tx_flush();
+}
+
+// The frame rides in an mbuf as an external buffer; the mbuf's own data
+// room goes unused and its private area (free on transmit) holds the shared
+// info, whose free callback is the caller's done. The driver copies the
+// frame into its ring and frees the mbuf within tx_burst, which calls done.
+int DpdkPortImpl::tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) {
+  if (!lends_ || len > max_tx_frame_) return 0;
+  if (!tx_room()) return -ENOBUFS;
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) {
+    bump(tx_dropped_, 1);
+    return -ENOBUFS;
+  }
+  static_assert(sizeof(rte_mbuf_ext_shared_info) <= kFramePrivSize);
+  auto* sh = static_cast<rte_mbuf_ext_shared_info*>(rte_mbuf_to_priv(m));
+  sh->free_cb = done;
+  sh->fcb_opaque = ctx;
+  rte_mbuf_ext_refcnt_set(sh, 1);
+  // No IOVA: only drivers that copy in software (lends_) see this mbuf.
+  rte_pktmbuf_attach_extbuf(m, const_cast<uint8_t*>(frame), RTE_BAD_IOVA,
+                            static_cast<uint16_t>(len), sh);
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = len;
+  tx_pending_.push_back(m);
+  if (tx_pending_.size() >= burst_) tx_flush();
+  return 1;
 }
 
 void DpdkPortImpl::tx_flush() {
@@ -685,6 +740,14 @@ void DpdkPortImpl::tx_flush() {
   bump(tx_packets_, sent);
   bump(tx_bytes_, bytes);
   tx_pending_.erase(tx_pending_.begin(), tx_pending_.begin() + sent);
+}
+
+void DpdkPortImpl::tx_discard() {
+  bump(tx_dropped_, tx_pending_.size());
+  if (!tx_pending_.empty()) {
+    rte_pktmbuf_free_bulk(tx_pending_.data(), static_cast<unsigned>(tx_pending_.size()));
+  }
+  tx_pending_.clear();
 }
 
 void DpdkPortImpl::rx_wait_arm() {
@@ -723,10 +786,7 @@ DpdkPortCounters DpdkPortImpl::dpdk_counters() const {
 void DpdkPortImpl::shutdown() {
   if (!held_) return;
   NetnsScope ns(netns_fd_);  // af_packet's stop/close ioctl the interface by name
-  if (!tx_pending_.empty()) {
-    rte_pktmbuf_free_bulk(tx_pending_.data(), static_cast<unsigned>(tx_pending_.size()));
-    tx_pending_.clear();
-  }
+  tx_discard();
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto teardown = [&] {
@@ -786,11 +846,13 @@ bool dpdk_prepare(const PortOptions& o, std::string* error) {
 MbufPoolInfo dpdk_mbuf_pool_info() {
   std::lock_guard<std::mutex> lock(g_mu);
   MbufPoolInfo info;
-  if (g_pool == nullptr) return info;
-  info.size = g_pool->size;
-  info.available = rte_mempool_avail_count(g_pool);
-  info.data_room = rte_pktmbuf_data_room_size(g_pool) - RTE_PKTMBUF_HEADROOM;
-  info.priv_size = rte_pktmbuf_priv_size(g_pool);
+  for (const Pool* p : {&g_xdp_pool, &g_main_pool}) {  // sizes from the main one, if any
+    if (p->mp == nullptr) continue;
+    info.size += p->mp->size;
+    info.available += rte_mempool_avail_count(p->mp);
+    info.data_room = rte_pktmbuf_data_room_size(p->mp) - RTE_PKTMBUF_HEADROOM;
+    info.priv_size = rte_pktmbuf_priv_size(p->mp);
+  }
   return info;
 }
 

@@ -96,8 +96,8 @@ bool dpdk_prepare(const PortOptions& o, std::string* error);
 struct MbufPoolInfo {
   uint32_t size = 0, available = 0, data_room = 0, priv_size = 0;
 };
-// The shared pool (zeros before the first open); available counts mbufs in
-// the pool's ring and per-lcore caches.
+// The process's pools together (zeros before the first open; af_xdp ports
+// have a pool of their own, port.cc); available counts mbufs free in them.
 MbufPoolInfo dpdk_mbuf_pool_info();
 
 }  // namespace softrdma::net

@@ -292,6 +292,9 @@ class Stack {
   const ip4_addr_t* next_hop(struct netif* nif, const ip4_addr_t* dest);
   void note_tcp_tx(struct netif_hint* hint, const uint8_t* frame, uint32_t len);
   static err_t link_output(struct netif* nif, pbuf* p);
+  static void lent_done(void* frame, void* p);
+  int lend(Link* l, pbuf* p);
+  int copy_out(Link* l, pbuf* p);
   static err_t link_netif_init(struct netif* nif);
   static void rx_free(pbuf* p);
 
@@ -884,6 +887,7 @@ int Stack::remove_link(int id) {
     for (TransportImpl* t : transports_) t->link_fd(l->wait_fd, false);
   }
   if (l->dirty) l->port->tx_flush();  // flush_links only sees live links
+  l->port->tx_discard();              // what a full ring kept: no frame lent past here
   l->dirty = false;
   l->removed = true;
   retired_.push_back(std::move(*it));
@@ -1026,22 +1030,56 @@ void Stack::rx_free(pbuf* p) {
 err_t Stack::link_output(struct netif* nif, pbuf* p) {
   auto* l = static_cast<Link*>(nif->state);
   Stack& s = *g_stack;
-  void* handle = nullptr;
-  uint8_t* buf = l->port->tx_begin(p->tot_len, &handle);
-  if (buf == nullptr) {
+  const uint32_t len = p->tot_len;
+  int rc = s.lend(l, p);
+  if (rc == 0) rc = s.copy_out(l, p);
+  if (rc < 0) {
     // lwIP keeps a TCP segment it could not send at the head of unsent;
     // run_io pushes such pcbs again (the RTO would, much later).
     ++s.ctr.tx_no_buffer;
     s.tx_blocked_ = true;
     return ERR_MEM;
   }
-  pbuf_copy_partial(p, buf, p->tot_len, 0);
-  if (nif->hints != nullptr) s.note_tcp_tx(nif->hints, buf, p->tot_len);
-  l->port->tx_commit(handle, p->tot_len);
   l->dirty = true;
   ++s.ctr.tx_frames;
-  s.ctr.tx_bytes += p->tot_len;
+  s.ctr.tx_bytes += len;
   return ERR_OK;
+}
+
+// A frame in one pbuf (every TCP segment: TCP_OVERSIZE gives each its own
+// MSS-sized pbuf, headers in front) is lent to ports that can take it, not
+// copied. lwIP rewrites a segment's headers only when it outputs it again,
+// i.e. in link_output, and never its payload. Returns tx_lend's answer.
+int Stack::lend(Link* l, pbuf* p) {
+  constexpr int kMaxLentRefs = 64;  // pbuf refs are a u8: stay well below
+  if (p->next != nullptr || p->ref >= kMaxLentRefs) return 0;
+  const auto* frame = static_cast<const uint8_t*>(p->payload);
+  pbuf_ref(p);  // first: the port may call lent_done before returning
+  int rc = l->port->tx_lend(frame, p->len, &Stack::lent_done, p);
+  if (rc <= 0) {
+    pbuf_free(p);  // drops only our reference
+    return rc;
+  }
+  // lwIP's own reference keeps the frame readable here.
+  if (l->nif.hints != nullptr) note_tcp_tx(l->nif.hints, frame, p->len);
+  ++ctr.tx_lent;
+  return 1;
+}
+
+// A lent frame holds its own reference on the pbuf (lwIP's, for
+// retransmission, is separate) until the port is done reading it. Ports
+// call this with the stack mutex held: from tx calls, rx_burst's flush and
+// their destruction, all made under it.
+void Stack::lent_done(void* /*frame*/, void* p) { pbuf_free(static_cast<pbuf*>(p)); }
+
+int Stack::copy_out(Link* l, pbuf* p) {
+  void* handle = nullptr;
+  uint8_t* buf = l->port->tx_begin(p->tot_len, &handle);
+  if (buf == nullptr) return -ENOBUFS;
+  pbuf_copy_partial(p, buf, p->tot_len, 0);
+  if (l->nif.hints != nullptr) note_tcp_tx(l->nif.hints, buf, p->tot_len);
+  l->port->tx_commit(handle, p->tot_len);
+  return 1;
 }
 
 uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }

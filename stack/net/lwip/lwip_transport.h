@@ -56,6 +56,7 @@ struct LwipLinkOptions {
 struct LwipCounters {
   uint64_t rx_frames = 0, rx_bytes = 0;  // frames handed to lwIP
   uint64_t tx_frames = 0, tx_bytes = 0;  // frames committed to links
+  uint64_t tx_lent = 0;                  // of those, lent to the port without a copy
   uint64_t rx_input_errors = 0;          // frames lwIP's input refused
   uint64_t tx_no_buffer = 0;  // link had no TX buffer: lwIP keeps the segment and retries
   uint64_t tcp_retransmits = 0, tcp_retransmit_bytes = 0;  // data segments sent again

@@ -5,11 +5,14 @@
 // duplicate, reorder (swap with the frame queued just before) and corrupt
 // (flip one octet past the Ethernet header), each with its own rate; and an
 // optional eventfd that turns readable when frames arrive (interrupt mode).
+// Like memif, an end takes lent frames (tx_lend) and copies them into a
+// buffer only when its batch is pushed, then says it is done with them.
 #pragma once
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -28,6 +31,7 @@ struct PipeOptions {
   uint32_t mtu = 1500;
   size_t buffers = 16384;  // shared by both ends; frames held by a stack count
   bool wait_fd = false;    // provide rx_wait_fd()
+  bool lend = true;        // take lent frames (tx_lend), as memif ports do
 };
 
 struct PipeFaults {
@@ -77,6 +81,14 @@ class PipeCore {
 };
 
 class PipeLink final : public FrameLink {
+  // A queued frame: its buffer, and the lent frame that fills it at push.
+  struct Tx {
+    uint32_t slot;
+    const uint8_t* lent;
+    TxDone done;
+    void* ctx;
+  };
+
  public:
   PipeLink(std::shared_ptr<PipeCore> core, int side, std::string name)
       : core_(std::move(core)), side_(side), name_(std::move(name)) {
@@ -90,7 +102,7 @@ class PipeLink final : public FrameLink {
     std::lock_guard g(core_->mu);
     for (uint32_t s : core_->rxq[side_]) core_->release(s);
     core_->rxq[side_].clear();
-    for (uint32_t s : batch_) core_->release(s);
+    discard_locked();
     if (core_->evfd[side_] >= 0) ::close(core_->evfd[side_]);
     core_->evfd[side_] = -1;
   }
@@ -131,12 +143,34 @@ class PipeLink final : public FrameLink {
     core_->len_[s] = len;
     ctr_.tx_packets++;
     ctr_.tx_bytes += len;
-    batch_.push_back(s);
+    batch_.push_back(Tx{s, nullptr, nullptr, nullptr});
     if (batch_.size() >= 32) push_locked();
+  }
+  // The frame's buffer is taken now (as memif's carrier mbuf is), filled
+  // when the batch is pushed.
+  int tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) override {
+    std::lock_guard g(core_->mu);
+    if (!core_->opt_.lend || len > core_->opt_.mtu + 14) return 0;
+    uint32_t s;
+    if (!core_->alloc(&s)) {
+      ctr_.tx_dropped++;
+      return -ENOBUFS;
+    }
+    core_->len_[s] = len;
+    ctr_.tx_packets++;
+    ctr_.tx_bytes += len;
+    batch_.push_back(Tx{s, frame, done, ctx});
+    lent_++;
+    if (batch_.size() >= 32) push_locked();
+    return 1;
   }
   void tx_flush() override {
     std::lock_guard g(core_->mu);
     push_locked();
+  }
+  void tx_discard() override {
+    std::lock_guard g(core_->mu);
+    discard_locked();
   }
 
   const uint8_t* mac() const override { return mac_; }
@@ -176,6 +210,10 @@ class PipeLink final : public FrameLink {
     std::lock_guard g(core_->mu);
     return fc_;
   }
+  uint64_t lent() const {
+    std::lock_guard g(core_->mu);
+    return lent_;
+  }
 
  private:
   static int& next_mac() {
@@ -204,10 +242,28 @@ class PipeLink final : public FrameLink {
     }
   }
 
+  void discard_locked() {
+    for (const Tx& t : batch_) {
+      if (t.lent != nullptr) t.done(const_cast<uint8_t*>(t.lent), t.ctx);
+      core_->release(t.slot);
+    }
+    batch_.clear();
+  }
+
+  // A lent frame is copied into its buffer now and given back to its
+  // owner, as memif does inside tx_burst.
+  void take(const Tx& t) {
+    if (t.lent == nullptr) return;
+    std::memcpy(core_->data(t.slot), t.lent, core_->len_[t.slot]);
+    t.done(const_cast<uint8_t*>(t.lent), t.ctx);
+  }
+
   void push_locked() {
     auto& q = core_->rxq[1 - side_];
     bool was_empty = q.empty();
-    for (uint32_t s : batch_) {
+    for (const Tx& t : batch_) {
+      take(t);
+      const uint32_t s = t.slot;
       if (drop_next_ > 0) {
         --drop_next_;
         fc_.dropped++;
@@ -245,7 +301,8 @@ class PipeLink final : public FrameLink {
   uint8_t mac_[6] = {};
   bool up_ = true;
   bool trusted_ = true;
-  std::vector<uint32_t> batch_;
+  std::vector<Tx> batch_;
+  uint64_t lent_ = 0;
   PipeFaults faults_;
   std::mt19937_64 rng_{1};
   int drop_next_ = 0;
