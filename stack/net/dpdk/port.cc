@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -193,6 +194,36 @@ bool memif_buffer_size(std::string* devargs, uint32_t mtu, std::string* why) {
   return true;
 }
 
+// A memif link's shared region (rings and a buffer per descriptor, ~9 MB
+// with jumbo buffers) is a memfd both processes map; its pages fault in one
+// descriptor at a time, so the first lap of each ring (1024 frames) paid a
+// page fault on each side per frame: 6.5 us per half round trip instead of
+// 1.3 for the first thousand messages of every connection's link. When a
+// link comes up, populate the page tables of the regions not seen before.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+void populate_memif_regions() {
+  static std::mutex mu;
+  static std::set<std::pair<unsigned long, unsigned long>> done;  // (address, memfd inode)
+  std::lock_guard<std::mutex> lock(mu);
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  char line[512];
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
+    if (std::strstr(line, "memfd:memif_region") == nullptr) continue;
+    unsigned long lo = 0, hi = 0, inode = 0;
+    if (std::sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &inode) != 3 ||
+        !done.insert({lo, inode}).second)
+      continue;
+    if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) == 0) continue;
+    for (uintptr_t a = lo; a < hi; a += page)  // older kernels: a read maps a shmem page
+      (void)*reinterpret_cast<volatile const char*>(a);
+  }
+  std::fclose(maps);
+}
+
 // Runs fn on EAL's interrupt thread and waits. memif (22.11) runs its
 // control channel there without locking against the application: a peer's
 // disconnect handled there while the application stops the port frees the
@@ -298,7 +329,13 @@ class DpdkPortImpl final : public DpdkPort {
   uint32_t mtu() const override { return mtu_; }
   bool link_up() const override {
     rte_eth_link link{};
-    return rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+    const bool up =
+        rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+    if (up && memif_ && !populated_) {  // its regions are mapped once it is up
+      populated_ = true;
+      populate_memif_regions();
+    }
+    return up;
   }
   bool trusted_checksums() const override { return trusted_; }
   int rx_wait_fd() override { return intr_fd_; }
@@ -330,6 +367,7 @@ class DpdkPortImpl final : public DpdkPort {
   bool check_csum_ = false;  // drop frames the NIC flags as bad
   bool memif_ = false;
   bool lends_ = false;  // the driver copies frames out inside tx_burst
+  mutable bool populated_ = false;  // memif: its shared regions are populated
   std::string memif_socket_;  // counted in g_memif_sockets while set
   bool held_ = false, probed_by_us_ = false, registered_ = false, started_ = false;
   rte_device* device_ = nullptr;
