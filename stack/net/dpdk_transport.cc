@@ -77,10 +77,11 @@ class SelfLink : public FrameLink {
 
 // lwIP's handle on a mesh port that the Mesh keeps open: taking the link
 // out of lwIP stops the polling without closing the port (Mesh::retire).
+// It changes no frame, so lent ones pass.
 class KeptLink final : public ForwardingLink {
  public:
   explicit KeptLink(std::shared_ptr<FrameLink> port)
-      : ForwardingLink(port.get()), port_(std::move(port)) {}
+      : ForwardingLink(port.get(), /*lend_through=*/true), port_(std::move(port)) {}
 
  private:
   std::shared_ptr<FrameLink> port_;

@@ -127,8 +127,6 @@ class FaultLink final : public ForwardingLink {
     return kept;
   }
 
-  // Frames are read (or altered) after tx_begin: none are lent.
-  int tx_lend(const uint8_t*, uint32_t, TxDone, void*) override { return 0; }
   // Transmit: duplicate or hold back frames as they are committed.
   uint8_t* tx_begin(uint32_t len, void** handle) override {
     uint8_t* data = inner_->tx_begin(len, handle);

@@ -73,18 +73,20 @@ class FrameLink {
 };
 
 // Passes every call to another link: decorators (capture, fault injection)
-// derive from it and override only what they change; those that read or
-// alter frames after tx_begin refuse lent ones (tx_lend returns 0).
+// derive from it and override only what they change. Lent frames pass only
+// where the derived link asks (lend_through): one that reads or alters
+// frames after tx_begin must see copies.
 class ForwardingLink : public FrameLink {
  public:
-  explicit ForwardingLink(FrameLink* inner) : inner_(inner) {}
+  explicit ForwardingLink(FrameLink* inner, bool lend_through = false)
+      : inner_(inner), lend_through_(lend_through) {}
   int rx_burst(RxFrame* out, int max) override { return inner_->rx_burst(out, max); }
   void rx_release(void* handle) override { inner_->rx_release(handle); }
   uint8_t* tx_begin(uint32_t len, void** handle) override { return inner_->tx_begin(len, handle); }
   void tx_commit(void* handle, uint32_t len) override { inner_->tx_commit(handle, len); }
   void tx_flush() override { inner_->tx_flush(); }
   int tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) override {
-    return inner_->tx_lend(frame, len, done, ctx);
+    return lend_through_ ? inner_->tx_lend(frame, len, done, ctx) : 0;
   }
   void tx_discard() override { inner_->tx_discard(); }
   const uint8_t* mac() const override { return inner_->mac(); }
@@ -98,6 +100,9 @@ class ForwardingLink : public FrameLink {
 
  protected:
   FrameLink* const inner_;
+
+ private:
+  const bool lend_through_;
 };
 
 }  // namespace softrdma::net

@@ -79,8 +79,6 @@ class PcapLink final : public ForwardingLink {
     return n;
   }
 
-  // Frames are read (or altered) after tx_begin: none are lent.
-  int tx_lend(const uint8_t*, uint32_t, TxDone, void*) override { return 0; }
   uint8_t* tx_begin(uint32_t len, void** handle) override {
     uint8_t* data = inner_->tx_begin(len, handle);
     if (data != nullptr) {

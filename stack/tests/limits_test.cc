@@ -426,7 +426,7 @@ TEST_P(Limits, TooManyConnections) {
 // Kernel TCP out of descriptors on the accepting side only: the listener
 // spends its reserve descriptor to take the pending connection and close
 // it, so the connecting side fails within a second instead of waiting out
-// the MPA timeout (5 s) while the listener's readable fd spins progress.
+// the MPA timeout (20 s) while the listener's readable fd spins progress.
 // (lwIP holds no descriptor per connection: kernel TCP only.)
 using KernelLimits = Limits;
 TEST_P(KernelLimits, AcceptWithoutDescriptorsFailsFast) {

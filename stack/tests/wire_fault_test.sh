@@ -127,11 +127,7 @@ echo "ok   reset: $(injected reset) segment(s) reset; client out in $took s:" \
 t=$SECONDS
 kills=${KILLS:-5}
 rm -f "$tmp"/*.log
-# A 2,048-buffer mbuf pool: the default 16,384 (about 160 MiB) has its pages
-# touched as frames cycle through it, a warm-up of up to ~70 MiB over the
-# first ~40 s of traffic that would hide what the kills leave behind; the
-# small pool reaches its plateau at once and the 8 MiB bound measures that.
-FI_SOFTRDMA_MBUFS=2048 start_server "" --serve-until-idle 4 --stall 90
+start_server "" --serve-until-idle 4 --stall 90
 for ((k = 1; k <= kills; ++k)); do
   "$soak" -p "$port" --timeout 60 --report 0.25 -d 30 -n 4 --no-bye 127.0.0.1 >"$tmp/kill$k.log" 2>&1 &
   pid=$!

@@ -160,7 +160,6 @@ class PipeLink final : public FrameLink {
     ctr_.tx_packets++;
     ctr_.tx_bytes += len;
     batch_.push_back(Tx{s, frame, done, ctx});
-    lent_++;
     if (batch_.size() >= 32) push_locked();
     return 1;
   }
@@ -209,10 +208,6 @@ class PipeLink final : public FrameLink {
   PipeFaultCounts fault_counts() const {
     std::lock_guard g(core_->mu);
     return fc_;
-  }
-  uint64_t lent() const {
-    std::lock_guard g(core_->mu);
-    return lent_;
   }
 
  private:
@@ -302,7 +297,6 @@ class PipeLink final : public FrameLink {
   bool up_ = true;
   bool trusted_ = true;
   std::vector<Tx> batch_;
-  uint64_t lent_ = 0;
   PipeFaults faults_;
   std::mt19937_64 rng_{1};
   int drop_next_ = 0;
