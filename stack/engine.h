@@ -191,6 +191,10 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // (std::mutex is not fair: it would starve the application).
   struct ApiLock {
     explicit ApiLock(Engine* e) : e_(e) {
+      if (e_->cfg_.threading == Threading::kC2) {  // no engine thread to step aside
+        e_->mu_.lock();
+        return;
+      }
       e_->waiters_.fetch_add(1, std::memory_order_relaxed);
       e_->mu_.lock();
       e_->waiters_.fetch_sub(1, std::memory_order_relaxed);

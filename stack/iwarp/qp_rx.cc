@@ -80,7 +80,9 @@ void Qp::rx_progress() {
       used += off;
     }
     conn_->rx_consume(used);
-    if (!conn_) break;
+    // Fewer views than asked for, all used: nothing is left (bytes arrive
+    // only in the transport's poll, never during this loop).
+    if (!conn_ || nv < 8) break;
   }
   tx_progress();  // read responses, atomics and RTR-gated sends may now go
 }

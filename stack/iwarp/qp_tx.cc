@@ -36,11 +36,14 @@ bool Qp::tx_pending() const {
 
 void Qp::tx_progress() {
   if (!conn_ || (state_ != QpState::kRts && state_ != QpState::kTerminate)) return;
+  bool sent = false;
   while (conn_ && (tx_.active || tx_next_message())) {
     if (!tx_fpdu()) break;
+    sent = true;
     if (tx_.sent == tx_.total) tx_message_done();
   }
-  if (conn_) conn_->tx_flush();
+  // Earlier FPDUs were flushed by the call that handed them over.
+  if (conn_ && sent) conn_->tx_flush();
 }
 
 // A control message (Read Request, Terminate, atomics, Immediate Data): a

@@ -59,6 +59,8 @@ constexpr size_t kFpduCap = 65536 - 8;
 constexpr size_t kMinFpdu = 1024;
 // tcp_write takes a u16 length.
 constexpr size_t kMaxWrite = 0xFFFF;
+// Gather lists up to this size are joined into one tcp_write.
+constexpr size_t kJoinMax = 256;
 // Queue slots kept back in tx_space(): a send may start a partial segment
 // and chain a pbuf per gather piece before the byte count runs out.
 constexpr size_t kQueueSlack = 8;
@@ -165,6 +167,7 @@ class Conn final : public StreamConn {
   size_t tx_space() const override;
   int tx_send(const iovec* iov, int cnt, size_t total) override;
   void tx_flush() override;
+  int write_locked(const iovec* iov, int cnt);
   size_t max_fpdu() const override { return max_fpdu_; }
   void close() override;
   void abort() override;
@@ -315,6 +318,11 @@ class Stack {
   std::vector<std::unique_ptr<Link>> retired_;
   std::unordered_map<uint32_t, Route> host_routes_;  // /32, by destination
   std::vector<Route> net_routes_;                    // longest prefix first
+  // The last lookup: a connection's segments all go to one destination, and
+  // every segment asks twice (route and next hop). Cleared on any change.
+  mutable uint32_t last_dest_ = 0;
+  mutable const Route* last_route_ = nullptr;
+  void routes_changed() { last_route_ = nullptr; }
   std::vector<TransportImpl*> transports_;
   std::vector<Conn*> work_;
   std::vector<Conn*> acks_;
@@ -574,6 +582,23 @@ int Conn::tx_send(const iovec* iov, int cnt, size_t total) {
     want_writable_ = true;
     return -EAGAIN;
   }
+  // A small gather list (an FPDU of a short message: header, payload, pad,
+  // CRC) is joined first: one tcp_write costs less than one per piece.
+  if (cnt > 1 && total <= kJoinMax) {
+    uint8_t joined[kJoinMax];
+    size_t at = 0;
+    for (int i = 0; i < cnt; ++i) {
+      std::memcpy(joined + at, iov[i].iov_base, iov[i].iov_len);
+      at += iov[i].iov_len;
+    }
+    const iovec one{joined, total};
+    return write_locked(&one, 1);
+  }
+  return write_locked(iov, cnt);
+}
+
+// tx_send's writes, under the stack mutex, the room already checked.
+int Conn::write_locked(const iovec* iov, int cnt) {
   // One tcp_write per piece (COPY: the caller may reuse its memory; MORE: no
   // PSH, and the segment's oversized pbuf keeps filling). If lwIP's shared
   // pools run dry midway, the rest is parked so the send stays whole.
@@ -877,6 +902,7 @@ int Stack::remove_link(int id) {
   auto it = std::find_if(links_.begin(), links_.end(), [&](const auto& l) { return l->id == id; });
   if (it == links_.end()) return -ENOENT;
   Link* l = it->get();
+  routes_changed();
   std::erase_if(host_routes_, [&](const auto& kv) { return kv.second.link == l; });
   std::erase_if(net_routes_, [&](const Route& r) { return r.link == l; });
   netif_poll(&l->nif);  // hand queued loopback packets to lwIP before the netif goes
@@ -932,9 +958,11 @@ int Stack::add_route(in_addr dest, int prefix, int link_id, in_addr via) {
   r.link = l;
   ip4_addr_set_u32(&r.via, via.s_addr);
   if (prefix == 32) {
+    routes_changed();
     host_routes_[r.net] = r;
     return 0;
   }
+  routes_changed();
   std::erase_if(net_routes_, [&](const Route& o) { return o.net == r.net && o.prefix == prefix; });
   net_routes_.push_back(r);
   std::stable_sort(net_routes_.begin(), net_routes_.end(),
@@ -946,6 +974,7 @@ int Stack::remove_route(in_addr dest, int prefix) {
   if (prefix < 0 || prefix > 32) return -EINVAL;
   uint32_t mask = prefix_mask(prefix);
   uint32_t net = dest.s_addr & mask;
+  routes_changed();
   if (prefix == 32) return host_routes_.erase(net) > 0 ? 0 : -ENOENT;
   size_t n = std::erase_if(net_routes_,
                            [&](const Route& r) { return r.net == net && r.prefix == prefix; });
@@ -953,11 +982,21 @@ int Stack::remove_route(in_addr dest, int prefix) {
 }
 
 const Route* Stack::lookup(uint32_t dest) const {
-  if (auto it = host_routes_.find(dest); it != host_routes_.end()) return &it->second;
-  for (const Route& r : net_routes_) {
-    if ((dest & r.mask) == r.net) return &r;
+  if (last_route_ != nullptr && last_dest_ == dest) return last_route_;
+  const Route* found = nullptr;
+  if (auto it = host_routes_.find(dest); it != host_routes_.end()) {
+    found = &it->second;
+  } else {
+    for (const Route& r : net_routes_) {
+      if ((dest & r.mask) == r.net) {
+        found = &r;
+        break;
+      }
+    }
   }
-  return nullptr;
+  last_dest_ = dest;
+  last_route_ = found;
+  return found;
 }
 
 struct netif* Stack::route(const ip4_addr_t* src, const ip4_addr_t* dest) {
@@ -1559,7 +1598,9 @@ void TransportImpl::signal() {
 }
 
 void TransportImpl::drain_signals() {
-  if (signaled_.exchange(false, std::memory_order_relaxed)) {
+  // Read first: every pass comes here, and a plain load costs no bus lock.
+  if (signaled_.load(std::memory_order_relaxed) &&
+      signaled_.exchange(false, std::memory_order_relaxed)) {
     uint64_t v;
     while (::read(evfd_, &v, sizeof(v)) < 0 && errno == EINTR) {
     }
