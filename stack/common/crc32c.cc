@@ -5,6 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <immintrin.h>
 #include <nmmintrin.h>
 #define SOFTRDMA_CRC32C_X86 1
 #endif
@@ -121,7 +122,124 @@ __attribute__((target("sse4.2"))) inline uint64_t hw_rounds(uint64_t crc0, const
   return crc0;
 }
 
+// --- Hybrid path: carry-less multiply folding beside the crc32 lanes ----------
+//
+// The crc32 lanes above saturate the one unit that runs crc32 (about 19 GB/s
+// here). VPCLMULQDQ runs on other ports, so a round splits its bytes: the
+// first kFoldBytes are folded with carry-less multiplies while the crc32
+// lanes take the next 3 * kFoldLane, and the two states are merged with the
+// same shift tables.
+//
+// Folding works on 16-byte blocks. Read as a polynomial, a block is
+// X = LO * x^64 + HI (LO: its first 8 bytes, the higher-degree half, since
+// the CRC is bit-reflected). Moving X forward by D bits (D bits of later data
+// follow it) means X * x^D = LO * x^(64 + D) + HI * x^D (mod P). With a
+// reflected 64-bit q and a constant c, the carry-less product q (x) c read as
+// a 128-bit block stands for Q * C * x, so the constants are x^(63 + D) and
+// x^(D - 1) mod P, each in the high half of a 64-bit word. A block whose
+// CRC state, from zero, equals that of all data so far is the fold's
+// invariant; the caller's state enters as an XOR into the first 4 bytes.
+
+constexpr size_t kFoldBytes = 4096;  // multiple of 128; about 55 % of a round
+constexpr size_t kFoldLane = 1024;   // crc32 lanes: 3 * 1 KiB per round
+constexpr size_t kHybridRound = kFoldBytes + 3 * kFoldLane;  // 7 KiB: one per MSS-sized FPDU
+constexpr ShiftTables kShiftFold = make_shift_tables(kFoldLane);
+constexpr ShiftTables kShiftFoldLanes = make_shift_tables(3 * kFoldLane);
+
+// x^k mod P, reflected.
+constexpr uint32_t x_pow(size_t k) { return gf2_mul(x_pow_8n(k / 8), 1u << (31 - k % 8)); }
+
+// {lo, hi} multipliers that move a block forward by d bits.
+struct FoldKey {
+  uint64_t lo, hi;
+};
+constexpr FoldKey fold_key(size_t d) {
+  return {uint64_t{x_pow(63 + d)} << 32, uint64_t{x_pow(d - 1)} << 32};
+}
+constexpr FoldKey kFold1024 = fold_key(1024);  // the loop: 128 bytes ahead
+// The final merge: block j of the last 128 bytes moves (7 - j) * 128 bits.
+constexpr std::array<FoldKey, 7> make_tail_keys() {
+  std::array<FoldKey, 7> k{};
+  for (size_t j = 0; j < 7; ++j) k[j] = fold_key((7 - j) * 128);
+  return k;
+}
+constexpr std::array<FoldKey, 7> kFoldTail = make_tail_keys();
+
+__attribute__((target("sse4.2,pclmul"))) inline __m128i fold128(__m128i x, FoldKey k) {
+  const __m128i key = _mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo));
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, key, 0x00), _mm_clmulepi64_si128(x, key, 0x11));
+}
+
+// Two blocks moved forward by the key, plus the two blocks at next.
+__attribute__((target("avx2,vpclmulqdq"))) inline __m256i fold256(__m256i x, __m256i k,
+                                                                  const __m256i* next) {
+  return _mm256_xor_si256(
+      _mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00), _mm256_clmulepi64_epi128(x, k, 0x11)),
+      _mm256_loadu_si256(next));
+}
+
+// One round: the state after `crc` runs over p[0, kHybridRound). Each
+// iteration folds 128 bytes and feeds 32 bytes to each crc32 lane, so the
+// two units work side by side (separate loops would not overlap: the
+// reorder window is far smaller than either).
+__attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq"))) uint32_t hybrid_round(uint32_t crc,
+                                                                               const uint8_t* p) {
+  const auto* v = reinterpret_cast<const __m256i*>(p);
+  __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256(v), _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0,
+                                                                          static_cast<int>(crc)));
+  __m256i x1 = _mm256_loadu_si256(v + 1);
+  __m256i x2 = _mm256_loadu_si256(v + 2);
+  __m256i x3 = _mm256_loadu_si256(v + 3);
+  const __m256i k = _mm256_set_epi64x(static_cast<long long>(kFold1024.hi),
+                                      static_cast<long long>(kFold1024.lo),
+                                      static_cast<long long>(kFold1024.hi),
+                                      static_cast<long long>(kFold1024.lo));
+  const uint8_t* lane = p + kFoldBytes;
+  uint64_t c0 = 0, c1 = 0, c2 = 0;
+  constexpr size_t kLaneStep = kFoldLane / (kFoldBytes / 128);  // lane bytes per iteration
+  static_assert(kLaneStep % 8 == 0 && kLaneStep * (kFoldBytes / 128) == kFoldLane);
+  auto lanes = [&](const uint8_t* q) __attribute__((always_inline, target("sse4.2"))) {
+    for (size_t b = 0; b < kLaneStep; b += 8) {
+      c0 = _mm_crc32_u64(c0, load_le64(q + b));
+      c1 = _mm_crc32_u64(c1, load_le64(q + kFoldLane + b));
+      c2 = _mm_crc32_u64(c2, load_le64(q + 2 * kFoldLane + b));
+    }
+  };
+  lanes(lane);
+  for (size_t off = 4; off < kFoldBytes / 32; off += 4) {
+    lane += kLaneStep;
+    x0 = fold256(x0, k, v + off);
+    x1 = fold256(x1, k, v + off + 1);
+    x2 = fold256(x2, k, v + off + 2);
+    x3 = fold256(x3, k, v + off + 3);
+    lanes(lane);
+  }
+  const __m128i blocks[8] = {_mm256_castsi256_si128(x0), _mm256_extracti128_si256(x0, 1),
+                             _mm256_castsi256_si128(x1), _mm256_extracti128_si256(x1, 1),
+                             _mm256_castsi256_si128(x2), _mm256_extracti128_si256(x2, 1),
+                             _mm256_castsi256_si128(x3), _mm256_extracti128_si256(x3, 1)};
+  __m128i acc = blocks[7];
+  for (size_t j = 0; j < 7; ++j) acc = _mm_xor_si128(acc, fold128(blocks[j], kFoldTail[j]));
+  const uint64_t lo = static_cast<uint64_t>(_mm_cvtsi128_si64(acc));
+  const uint64_t hi = static_cast<uint64_t>(_mm_extract_epi64(acc, 1));
+  const auto folded = static_cast<uint32_t>(_mm_crc32_u64(_mm_crc32_u64(0, lo), hi));
+  // Lanes merge as in hw_rounds; the fold's state moves past all three.
+  uint32_t lanes_crc = shift(kShiftFold, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1);
+  lanes_crc = shift(kShiftFold, lanes_crc) ^ static_cast<uint32_t>(c2);
+  return shift(kShiftFoldLanes, folded) ^ lanes_crc;
+}
+
 #endif  // SOFTRDMA_CRC32C_X86
+
+bool detect_clmul() {
+#if SOFTRDMA_CRC32C_X86
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
+         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
+#else
+  return false;
+#endif
+}
 
 bool detect_hw() {
 #if SOFTRDMA_CRC32C_X86
@@ -135,6 +253,7 @@ bool detect_hw() {
 // Resolved once at load time. Code running in an earlier static initializer
 // sees false and takes the (equally correct) table path.
 const bool g_hw = detect_hw();
+const bool g_clmul = detect_clmul();
 
 }  // namespace
 
@@ -167,15 +286,31 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_update_hw(uint32_t state, cons
   for (; len != 0; ++p, --len) crc = _mm_crc32_u8(static_cast<uint32_t>(crc), *p);
   return static_cast<uint32_t>(crc);
 }
+
+__attribute__((target("sse4.2"))) uint32_t crc32c_update_clmul(uint32_t state, const void* data,
+                                                               size_t len) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (len >= kHybridRound) {
+    state = hybrid_round(state, p);
+    p += kHybridRound;
+    len -= kHybridRound;
+  }
+  return crc32c_update_hw(state, p, len);
+}
 #else
 uint32_t crc32c_update_hw(uint32_t state, const void* data, size_t len) {
+  return crc32c_update_sw(state, data, len);
+}
+uint32_t crc32c_update_clmul(uint32_t state, const void* data, size_t len) {
   return crc32c_update_sw(state, data, len);
 }
 #endif
 
 bool crc32c_hw_available() { return g_hw; }
+bool crc32c_clmul_available() { return g_clmul; }
 
 uint32_t crc32c_update(uint32_t state, const void* data, size_t len) {
+  if (g_clmul && len >= kHybridRound) return crc32c_update_clmul(state, data, len);
   return g_hw ? crc32c_update_hw(state, data, len) : crc32c_update_sw(state, data, len);
 }
 

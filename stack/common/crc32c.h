@@ -33,5 +33,10 @@ uint32_t crc32c_update_sw(uint32_t state, const void* data, size_t len);
 
 // The SSE4.2 path. Precondition: crc32c_hw_available().
 uint32_t crc32c_update_hw(uint32_t state, const void* data, size_t len);
+// True when the CPU also has AVX2 and VPCLMULQDQ: crc32c_update() then
+// folds part of every buffer of 7 KiB or more with carry-less multiplies.
+bool crc32c_clmul_available();
+// The hybrid path (SSE4.2 below 7 KiB). Precondition: crc32c_clmul_available().
+uint32_t crc32c_update_clmul(uint32_t state, const void* data, size_t len);
 
 }  // namespace softrdma

@@ -24,6 +24,7 @@ std::vector<std::pair<const char*, Update>> implementations() {
   std::vector<std::pair<const char*, Update>> impls = {{"dispatch", &crc32c_update},
                                                        {"sw", &crc32c_update_sw}};
   if (crc32c_hw_available()) impls.emplace_back("hw", &crc32c_update_hw);
+  if (crc32c_clmul_available()) impls.emplace_back("clmul", &crc32c_update_clmul);
   return impls;
 }
 
@@ -135,6 +136,36 @@ TEST(Crc32cTest, HwMatchesSwAcrossInterleaveBoundaries) {
   }
   EXPECT_EQ(crc32c_update_sw(0xdeadbeefu, buf.data(), 24576 + 768 + 5),
             reference_update(0xdeadbeefu, buf.data(), 24576 + 768 + 5));
+}
+
+// The hybrid path folds 4 KiB with carry-less multiplies and runs 3 KiB of
+// crc32 lanes beside it per 7 KiB round: lengths around one, two and three
+// rounds, misaligned, from random states, against the table path.
+TEST(Crc32cTest, ClmulMatchesSwAcrossRounds) {
+  if (!crc32c_clmul_available()) GTEST_SKIP() << "no AVX2/VPCLMULQDQ on this CPU";
+  const std::vector<uint8_t> buf = random_bytes(3 * 7168 + 64, 6);
+  std::mt19937 rng(7);
+  for (size_t base : {7168u, 2 * 7168u, 3 * 7168u}) {
+    for (size_t len = base - 9; len <= base + 9; ++len) {
+      for (size_t offset : {0u, 1u, 5u, 8u, 31u}) {
+        if (len + offset > buf.size()) continue;
+        const uint8_t* p = buf.data() + offset;
+        const uint32_t seed = (offset & 1) ? kCrc32cInit : static_cast<uint32_t>(rng());
+        ASSERT_EQ(crc32c_update_clmul(seed, p, len), crc32c_update_sw(seed, p, len))
+            << "len " << len << " offset " << offset;
+      }
+    }
+  }
+  // A single flipped bit anywhere in a round changes the result.
+  std::vector<uint8_t> one = random_bytes(7168, 8);
+  const uint32_t good = crc32c_update_clmul(kCrc32cInit, one.data(), one.size());
+  for (size_t bit : {0u, 7u, 4095u * 8, 4096u * 8, 7167u * 8 + 7}) {
+    one[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    EXPECT_NE(crc32c_update_clmul(kCrc32cInit, one.data(), one.size()), good) << "bit " << bit;
+    EXPECT_EQ(crc32c_update_clmul(kCrc32cInit, one.data(), one.size()),
+              crc32c_update_sw(kCrc32cInit, one.data(), one.size()));
+    one[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+  }
 }
 
 TEST(Crc32cTest, IncrementalEqualsOneShot) {
