@@ -90,6 +90,8 @@ struct Variant {
   iwarp::Rtr rtr;
   const char* name;
 };
+// gtest prints parameters; without this it dumps raw bytes, padding included.
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 
 class CmVariants : public ::testing::TestWithParam<Variant> {};
 

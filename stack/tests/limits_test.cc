@@ -598,8 +598,11 @@ TEST(DpdkMbufs, StalledReceiverDrainsThePoolThenRecovers) {
       if (pid > 0 && wait_child(pid, 100) < 0) std::fprintf(stderr, "peer killed\n");
     }
   } reap{peer};
-  PeerInfo info{ntohs(r.eng->listen_addr(l).sin_port), reinterpret_cast<uint64_t>(region.at(0)),
-                region.mr->stag};
+  PeerInfo info;
+  std::memset(&info, 0, sizeof(info));  // padding too: it crosses the pipe
+  info.port = ntohs(r.eng->listen_addr(l).sin_port);
+  info.addr = reinterpret_cast<uint64_t>(region.at(0));
+  info.stag = region.mr->stag;
   ASSERT_EQ(::write(fd, &info, sizeof(info)), static_cast<ssize_t>(sizeof(info)));
   std::vector<Qp*> qps;
   size_t up = 0;

@@ -372,6 +372,8 @@ struct BadOp {
   WcStatus status;      // at the requester
   bool bad_is_response;  // the bad WR itself awaits a response (so fails first)
 };
+// gtest prints parameters; without these it dumps raw bytes, padding included.
+void PrintTo(const BadOp& b, std::ostream* os) { *os << b.name; }
 
 class TerminateTest : public ::testing::TestWithParam<BadOp> {};
 
@@ -523,6 +525,10 @@ struct Injected {
   WcStatus status;
   bool with_hdrs;
 };
+void PrintTo(const Injected& i, std::ostream* os) {
+  *os << "layer " << int(i.cause.layer) << " etype " << int(i.cause.etype) << " ecode "
+      << int(i.cause.ecode) << (i.with_hdrs ? " with headers" : "");
+}
 
 class InjectedTerminateTest : public ::testing::TestWithParam<Injected> {};
 

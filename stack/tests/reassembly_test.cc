@@ -174,11 +174,13 @@ struct Params {
   size_t max_fpdu;
 };
 
-std::string param_name(const ::testing::TestParamInfo<Params>& info) {
-  const Params& p = info.param;
+std::string describe(const Params& p) {
   return std::string(p.crc ? "Crc" : "NoCrc") + (p.markers_ab ? "_MarkAB" : "") +
          (p.markers_ba ? "_MarkBA" : "") + "_Fpdu" + std::to_string(p.max_fpdu);
 }
+std::string param_name(const ::testing::TestParamInfo<Params>& info) { return describe(info.param); }
+// gtest prints parameters; without this it dumps raw bytes, padding included.
+void PrintTo(const Params& p, std::ostream* os) { *os << describe(p); }
 
 class Traffic {
  public:
