@@ -64,6 +64,14 @@ bool is_local(in_addr ip) {
 Rendezvous::Rendezvous() : dir_(pick_dir()), pid_(::getpid()) {
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return;
+  // The kernel then tags every datagram with its sender's real pid and uid,
+  // so a request cannot speak for another process.
+  const int on = 1;
+  if (::setsockopt(fd_, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
   std::string path = ctl_path(dir_, pid_);
   ::unlink(path.c_str());  // a pid reused after a crash left its file
   sockaddr_un a = unix_addr(path);
@@ -98,6 +106,11 @@ void Rendezvous::mac_of(pid_t pid, uint8_t mac[6]) {
   const uint8_t m[6] = {0x02, 0x53, 0x52, static_cast<uint8_t>(p >> 16),
                         static_cast<uint8_t>(p >> 8), static_cast<uint8_t>(p)};
   std::memcpy(mac, m, 6);
+}
+
+bool Rendezvous::sender_ok(const ucred* cred, pid_t claimed) {
+  if (cred == nullptr || cred->pid != claimed) return false;
+  return cred->uid == ::getuid() || cred->uid == 0;
 }
 
 bool Rendezvous::alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
@@ -187,9 +200,22 @@ int Rendezvous::send_bye_ack(pid_t peer) const {
 bool Rendezvous::next_request(Request* r) {
   char buf[512];
   for (;;) {
-    ssize_t n = ::recv(fd_, buf, sizeof(buf) - 1, 0);
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(ucred))];
+    iovec iov{buf, sizeof(buf) - 1};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof(ctl);
+    ssize_t n = ::recvmsg(fd_, &mh, 0);
     if (n <= 0) return false;
     buf[n] = 0;
+    const ucred* cred = nullptr;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+          c->cmsg_len >= CMSG_LEN(sizeof(ucred)))
+        cred = reinterpret_cast<const ucred*>(CMSG_DATA(c));
+    }
     long pid = 0;
     char name[sizeof(buf)] = {};
     // Other processes of this user write here: check what they say.
@@ -205,6 +231,12 @@ bool Rendezvous::next_request(Request* r) {
       continue;
     }
     if (pid <= 0 || pid == pid_ || !alive(static_cast<pid_t>(pid))) continue;
+    // The pid a request names must be its sender's (a forged BYE would reset
+    // another process's connections), and the sender must be this user or root.
+    if (!sender_ok(cred, static_cast<pid_t>(pid))) {
+      ++refused_;
+      continue;
+    }
     r->peer = static_cast<pid_t>(pid);
     r->name = name;
     return true;

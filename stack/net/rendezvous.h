@@ -67,8 +67,11 @@ class Rendezvous {
   int send_serve(pid_t peer) const;
   int send_bye(pid_t peer) const;
   int send_bye_ack(pid_t peer) const;
-  // The next pending request, without blocking.
+  // The next pending request, without blocking. Requests are taken only
+  // from the process they name (the kernel's SCM_CREDENTIALS say who sent
+  // each datagram) and from this user or root; others are dropped, counted.
   bool next_request(Request* r);
+  uint64_t refused() const { return refused_; }
   // The memif socket (abstract name) of the link between this process and
   // peer: the serving (lower) pid's one socket, shared by all its links; the
   // link's memif interface id is the higher pid (link_id), unique on it.
@@ -79,11 +82,13 @@ class Rendezvous {
 
  private:
   int send(pid_t peer, const std::string& msg) const;
+  static bool sender_ok(const struct ucred* cred, pid_t claimed);
   std::string dir_;
   pid_t pid_;
   int fd_ = -1;
   std::set<uint16_t> published_;
   std::set<std::pair<uint16_t, int>> reservations_;
+  uint64_t refused_ = 0;
 };
 
 }  // namespace softrdma::net
