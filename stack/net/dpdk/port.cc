@@ -36,6 +36,7 @@
 #include <rte_pause.h>
 
 #include "stack/net/dpdk/eal.h"
+#include "stack/net/dpdk/memif_guard.h"
 
 namespace softrdma::net {
 namespace {
@@ -333,6 +334,7 @@ class DpdkPortImpl final : public DpdkPort {
         rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
     if (up && memif_ && !populated_) {  // its regions are mapped once it is up
       populated_ = true;
+      memif_guard::Burst b;  // touches the rings: no unmapping meanwhile
       populate_memif_regions();
     }
     return up;
@@ -353,6 +355,17 @@ class DpdkPortImpl final : public DpdkPort {
   void count_memif_socket(const std::string& devargs);
   bool start(const PortOptions& o, int first_rc, std::string* why);
   bool linearize(rte_mbuf** m);
+  // memif bursts are marked, so that the driver's teardown on the interrupt
+  // thread waits for them before unmapping the rings (memif_guard.h).
+  uint16_t guarded_rx(uint16_t want) {
+    memif_guard::Burst b;
+    return rte_eth_rx_burst(port_, 0, rx_mbufs_.data(), want);
+  }
+  uint16_t tx_some(rte_mbuf** pkts, uint16_t n) {
+    if (!memif_) return rte_eth_tx_burst(port_, 0, pkts, n);
+    memif_guard::Burst b;
+    return rte_eth_tx_burst(port_, 0, pkts, n);
+  }
   bool tx_room();
   void shutdown();
 
@@ -441,6 +454,11 @@ bool DpdkPortImpl::open(const PortOptions& o, std::string* why) {
     memif_ ? on_interrupt_thread(setup) : setup();
     if (!ok) return false;
   }
+  // The driver is loaded now: its unmapping of a link's rings waits for
+  // bursts in progress (memif_guard.cc). Without the guard memif still works,
+  // with the window the guard closes.
+  if (memif_ && !memif_guard::install() && std::getenv("FI_SOFTRDMA_DEBUG"))
+    std::fprintf(stderr, "softrdma: memif guard not installed\n");
   return start(o, start_rc, why);
 }
 
@@ -664,7 +682,7 @@ int DpdkPortImpl::rx_burst(RxFrame* out, int max) {
   uint64_t bytes = 0;
   while (got < max) {
     const uint16_t want = static_cast<uint16_t>(std::min<int>(max - got, burst_));
-    const uint16_t n = rte_eth_rx_burst(port_, 0, rx_mbufs_.data(), want);
+    const uint16_t n = memif_ ? guarded_rx(want) : rte_eth_rx_burst(port_, 0, rx_mbufs_.data(), want);
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* m = rx_mbufs_[i];
       if (m->nb_segs > 1 && !linearize(&m)) continue;
@@ -761,7 +779,7 @@ void DpdkPortImpl::tx_flush() {
   uint64_t bytes = 0;
   for (rte_mbuf* m : tx_pending_) bytes += m->pkt_len;
   rte_mbuf** pkts = tx_pending_.data();
-  uint16_t sent = rte_eth_tx_burst(port_, 0, pkts, n);
+  uint16_t sent = tx_some(pkts, n);
   if (sent < n) {
     // A full ring usually drains within microseconds; dropping would cost
     // the TCP above a retransmission timeout.
@@ -769,7 +787,7 @@ void DpdkPortImpl::tx_flush() {
     do {
       bump(tx_retries_, 1);
       rte_pause();
-      sent += rte_eth_tx_burst(port_, 0, pkts + sent, n - sent);
+      sent += tx_some(pkts + sent, static_cast<uint16_t>(n - sent));
     } while (sent < n && rte_get_timer_cycles() < deadline);
   }
   // What the ring did not take stays queued, in order, for the next flush:

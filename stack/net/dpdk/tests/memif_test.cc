@@ -23,6 +23,7 @@
 #include <rte_log.h>
 
 #include "stack/net/dpdk/eal.h"
+#include "stack/net/dpdk/memif_guard.h"
 #include "stack/net/dpdk/port.h"
 #include "stack/net/dpdk/tests/frame_util.h"
 
@@ -101,6 +102,40 @@ TEST(Memif, ExchangesFramesBothWays) {
   EXPECT_EQ(s.rx_linearized + c.rx_linearized, 0u);
   // Every mbuf came back (rx_release, tx completion).
   EXPECT_EQ(dpdk_mbuf_pool_info().available, pool_free);
+}
+
+// memif unmaps a link's rings on EAL's interrupt thread when either end
+// goes. With the guard installed, that unmapping waits for any thread still
+// inside a burst: here a thread holds a burst mark while the client closes,
+// and the close completes only once the mark is gone.
+TEST(Memif, TeardownWaitsForBurstsInProgress) {
+  Pair p = open_pair();
+  ASSERT_TRUE(p.server && p.client);
+  ASSERT_TRUE(memif_guard::installed());
+  EXPECT_TRUE(exchange(*p.server, *p.client, 100, frametest::kMinTestFrame, 1514, 10s, 3));
+
+  std::atomic<bool> marked{false}, release{false}, closed{false};
+  std::thread burst([&] {
+    memif_guard::Burst b;  // as if preempted inside rte_eth_rx_burst
+    marked = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  while (!marked) std::this_thread::sleep_for(1ms);
+  std::thread closer([&] {
+    p.client.reset();  // memif_disconnect -> munmap of the rings
+    closed = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(closed) << "the rings were unmapped under a burst in progress";
+  release = true;
+  burst.join();
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!closed && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(closed);
+  closer.join();
+  // A burst after the teardown returns nothing and touches nothing.
+  RxFrame f[4];
+  EXPECT_EQ(p.server->rx_burst(f, 4), 0);
 }
 
 // DPDK 22.11 memif reports a 1518-octet maximum but carries any frame
