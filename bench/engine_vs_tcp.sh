@@ -6,7 +6,10 @@
 #   kernel    the engine over kernel TCP
 #   dpdk-cN   the engine over lwIP on DPDK memif, threading model cN
 # Every measurement runs R times, interleaved path by path, so drift in
-# machine load hits all alike. Prints medians with ratios to the kernel-TCP
+# machine load hits all alike. Each repetition also measures the raw memif
+# frame round trip (dpdk_memif_bench, no TCP/IP): the floor under the DPDK
+# path, and a gauge of the host's phase (0.6 us in fast phases, 1.8 in slow
+# ones on this VM). Prints medians with ratios to the kernel-TCP
 # engine and to plain TCP, and the DPDK path's targets (8 B round trip within
 # 1.5x of 2 us and at most 1/4 of the kernel-TCP engine's; 1 MiB at least the
 # kernel-TCP engine's); writes them and every run to
@@ -56,6 +59,7 @@ for d in $build "$root/build" "$root/build-perf"; do
 done
 perf=$build/stack/tools/srdma_perf
 tcp=$build/bench/tcp_baseline
+memif_bench=$build/stack/net/dpdk/tests/dpdk_memif_bench
 if [[ ! -x $perf || ! -x $tcp ]]; then
   echo "engine_vs_tcp: srdma_perf and tcp_baseline not found; build them or pass -b" >&2
   exit 2
@@ -123,6 +127,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f\n", a / b; el
 
 IFS=, read -r -a path_list <<<"$paths"
 declare -A lat p99 bw  # per path: the runs' values, space-separated
+floor=()               # raw memif round trip per repetition, us
 crc_used=""
 done_reps=0
 for ((r = 1; r <= reps; ++r)); do
@@ -131,6 +136,15 @@ for ((r = 1; r <= reps; ++r)); do
     break
   fi
   echo "engine_vs_tcp: repetition $r/$reps" >&2
+  if [[ -x $memif_bench ]]; then
+    sock=/run/softrdma-floor-$$.sock
+    timeout 60 "$memif_bench" server pp "$sock" >/dev/null 2>&1 &
+    floor_pid=$!
+    sleep 1
+    f=$(timeout 60 "$memif_bench" client pp "$sock" 2>/dev/null | sed -n 's/.*median \([0-9.]*\) us.*/\1/p')
+    wait "$floor_pid" || true
+    [[ -n $f ]] && floor+=("$f")
+  fi
   for path in "${path_list[@]}"; do
     case $path in
       tcp) bin=$tcp run_env=() lat_args=(-t lat) bw_args=(-t bw) ;;
@@ -158,12 +172,14 @@ reps=$done_reps
 # med PATH ARRAY: median of that path's runs.
 med() { local -n a=$2; median ${a[$1]:-}; }
 k_lat=$(med kernel lat) k_bw=$(med kernel bw)
+floor_med=""
+((${#floor[@]} > 0)) && floor_med=$(median "${floor[@]}")
 t_lat=$(med tcp lat) t_bw=$(med tcp bw)
 {
-  echo "path,lat_8B_median_us,lat_8B_p99_us,write_bw_1MiB_MBps,lat_over_kernel,bw_over_kernel,lat_over_tcp,bw_over_tcp,reps,crc,lat_runs,bw_runs"
+  echo "path,lat_8B_median_us,lat_8B_p99_us,write_bw_1MiB_MBps,lat_over_kernel,bw_over_kernel,lat_over_tcp,bw_over_tcp,reps,crc,lat_runs,bw_runs,memif_floor_rtt_us"
   for path in "${path_list[@]}"; do
     l=$(med "$path" lat) p=$(med "$path" p99) b=$(med "$path" bw)
-    echo "$path,$l,$p,$b,$(ratio "$l" "$k_lat"),$(ratio "$b" "$k_bw"),$(ratio "$l" "$t_lat"),$(ratio "$b" "$t_bw"),$reps,$crc_used,$(echo ${lat[$path]} | tr ' ' ';'),$(echo ${bw[$path]} | tr ' ' ';')"
+    echo "$path,$l,$p,$b,$(ratio "$l" "$k_lat"),$(ratio "$b" "$k_bw"),$(ratio "$l" "$t_lat"),$(ratio "$b" "$t_bw"),$reps,$crc_used,$(echo ${lat[$path]} | tr ' ' ';'),$(echo ${bw[$path]} | tr ' ' ';'),$floor_med"
   done
 } >"$csv"
 
@@ -183,4 +199,7 @@ for path in "${path_list[@]}"; do
     printf("targets %s: 8 B round trip %.2f us <= 3.0 (1.5 x 2 us): %s; <= kernel engine / 4 (%.2f us): %s; 1 MiB %.0f >= kernel engine %.0f MB/s: %s\n",
       p, rtt, a, 2 * kl / 4, q, b, kb, c) }'
 done
+if [[ -n $floor_med ]]; then
+  echo "raw memif frame round trip (the floor, no TCP/IP): median $floor_med us; runs: ${floor[*]}"
+fi
 echo "csv: $csv"

@@ -1146,7 +1146,11 @@ class Client {
     uint64_t posted = 0, done = 0;
     Clock::time_point t_start = Clock::now();
     while (done < r.total) {
-      while (posted < r.total && posted - done < window &&
+      // Warm-up drains before the clock starts: no measured operation is
+      // posted before it (with fewer operations than the window, all of
+      // them would otherwise be in flight, or done, by then).
+      const uint64_t limit = done < r.warm ? r.warm : r.total;
+      while (posted < limit && posted - done < window &&
              (!flow || r.base + posted < ep_.credit())) {
         issue_bw(r, posted++);
       }
