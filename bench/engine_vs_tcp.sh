@@ -160,7 +160,7 @@ for ((r = 1; r <= reps; ++r)); do
     fi
     run "$bin" "${srv_args[@]}" -- "${lat_args[@]}" -s 8 -n "$lat_iters"
     lat[$path]+="$(field median_us) " p99[$path]+="$(field p99_us) "
-    [[ $path == kernel ]] && crc_used=$(field crc)
+    [[ $path != tcp && -z $crc_used ]] && crc_used=$(field crc)
     run "$bin" "${srv_args[@]}" -- "${bw_args[@]}" -s 1M -n "$bw_iters" --max-bytes 0
     bw[$path]+="$(field mb_s) "
   done
