@@ -80,9 +80,7 @@ void Qp::rx_progress() {
       used += off;
     }
     conn_->rx_consume(used);
-    // Fewer views than asked for, all used: nothing is left (bytes arrive
-    // only in the transport's poll, never during this loop).
-    if (!conn_ || nv < 8) break;
+    if (!conn_) break;
   }
   tx_progress();  // read responses, atomics and RTR-gated sends may now go
 }
