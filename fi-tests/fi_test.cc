@@ -271,6 +271,43 @@ void Fabric::connect(std::unique_ptr<Endpoint>* client, std::unique_ptr<Endpoint
   ASSERT_TRUE(wait_connected((*server)->eq, (*server)->ep));
 }
 
+std::unique_ptr<Endpoint> connect_and_send(Fabric& f, const void* addr, size_t len,
+                                           uint64_t seed) {
+  auto ep = f.open_ep(f.info());
+  if (ep->ep == nullptr) return ep;
+  EXPECT_EQ(fi_connect(ep->ep, addr, nullptr, 0), 0);
+  if (!wait_connected(ep->eq, ep->ep)) {
+    ADD_FAILURE() << "not connected";
+    return ep;
+  }
+  std::vector<uint8_t> buf(len);
+  fill(buf.data(), len, seed);
+  EXPECT_EQ(fi_send(ep->ep, buf.data(), len, nullptr, 0, nullptr), 0);
+  fi_cq_data_entry e;
+  EXPECT_EQ(cq_wait(ep->tx, &e), 1);
+  return ep;
+}
+
+std::unique_ptr<Endpoint> accept_and_receive(Fabric& f, size_t len, uint64_t seed, int stall_ms) {
+  Info req = wait_connreq(f.pep_eq());
+  if (!req) return nullptr;
+  auto ep = f.open_ep(req.get());
+  std::vector<uint8_t> buf(len);
+  EXPECT_EQ(fi_recv(ep->ep, buf.data(), len, nullptr, 0, nullptr), 0);
+  EXPECT_EQ(fi_accept(ep->ep, nullptr, 0), 0);
+  if (!wait_connected(ep->eq, ep->ep)) {
+    ADD_FAILURE() << "not connected";
+    return ep;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+  fi_cq_data_entry e{};
+  fi_cq_err_entry err{};
+  EXPECT_EQ(cq_wait(ep->rx, &e, &err), 1) << "receive failed: " << fi_strerror(err.err);
+  EXPECT_EQ(e.len, len);
+  EXPECT_TRUE(same(buf.data(), len, seed));
+  return ep;
+}
+
 namespace {
 
 std::map<std::string, ChildFn>& children() {

@@ -142,6 +142,16 @@ Info wait_connreq(fid_eq* eq, std::vector<uint8_t>* data = nullptr);
 ::testing::AssertionResult wait_connected(fid_eq* eq, fid_ep* ep,
                                           std::vector<uint8_t>* data = nullptr);
 
+// One message across two processes. The client connects an endpoint of f
+// to addr (the server's sockaddr_in) and sends len bytes filled with seed,
+// its completion reaped. The server accepts the connection f's listener
+// gets, a receive of len bytes posted first, leaves it unpolled for
+// stall_ms (a slow reader: the sender's buffers fill), and checks what
+// arrives. Both record failures (check HasFailure).
+std::unique_ptr<Endpoint> connect_and_send(Fabric& f, const void* addr, size_t len, uint64_t seed);
+std::unique_ptr<Endpoint> accept_and_receive(Fabric& f, size_t len, uint64_t seed,
+                                             int stall_ms = 0);
+
 // Child processes are fresh executions of the test binary (fork + exec: a
 // process that has started DPDK must not fork-and-continue), entering a
 // function registered by name. FIT_CHILD(name, fn) registers fn(int fd).

@@ -169,9 +169,16 @@ void Engine::destroy_qp(Qp* qp) {
   ApiLock g(this);
   for (auto it = conns_.begin(); it != conns_.end(); ++it) {
     if (it->first->qp != qp) continue;
+    // Like closing a socket: a connection in RDMA mode ends with a FIN behind
+    // the bytes already handed to the stream (Sends the application saw
+    // complete must arrive); the transport keeps flushing after release.
+    // If the QP already failed, its stream was closed (after our Terminate)
+    // or reset then. A connection still in its MPA exchange is reset.
+    const bool rdma_mode = it->first->stage == ConnReq::Stage::kRdma;
+    if (rdma_mode) qp->close();
     qp->detach_conn();
     if (it->first->sc) {
-      it->first->sc->abort();
+      if (!rdma_mode) it->first->sc->abort();
       transport_->release(it->first->sc);
     }
     conns_.erase(it);

@@ -14,8 +14,9 @@
 //    release() after close() with bytes still in the backlog keeps the socket
 //    alive, without callbacks, until the backlog is written, then shuts it.
 //  - The peer's FIN (on_closed 0) does not stop transmission: TCP half-close.
-//  - Destroying the transport closes every socket at once; backlog bytes that
-//    lingering connections had not written yet are dropped.
+//  - Destroying the transport gives lingering connections up to
+//    kCloseDrainBound to write their backlog, then closes every socket;
+//    backlog bytes still unwritten then are dropped.
 
 #include "stack/net/kernel_tcp.h"
 
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <unordered_map>
@@ -126,6 +128,7 @@ class TcpConn final : public StreamConn, public PollItem {
   void deliver_pending(TransportEvents& ev);
   void drop_fd();
   bool broken() const { return err_ != 0; }
+  bool lingering() const { return released_ && fd_ >= 0; }
 
  private:
   enum class State : uint8_t { kConnecting, kOpen };
@@ -678,7 +681,29 @@ KernelTcpTransport::KernelTcpTransport(const KernelTcpOptions& options) : option
   }
 }
 
+namespace {
+// Callbacks for a transport whose engine is gone: released connections make
+// none, and no other connection is left.
+class NoEvents final : public TransportEvents {
+ public:
+  void on_accept(Listener*, StreamConn*) override {}
+  void on_connected(StreamConn*, int) override {}
+  void on_readable(StreamConn*) override {}
+  void on_writable(StreamConn*) override {}
+  void on_closed(StreamConn*, int) override {}
+};
+}  // namespace
+
 KernelTcpTransport::~KernelTcpTransport() {
+  // Backlogs of connections closed gracefully go to the kernel first (it
+  // sends them after close), within kCloseDrainBound.
+  auto lingering = [this] {
+    return std::any_of(conns_.begin(), conns_.end(),
+                       [](const auto& kv) { return kv.second->lingering(); });
+  };
+  NoEvents none;
+  const auto end = std::chrono::steady_clock::now() + kCloseDrainBound;
+  while (ok() && lingering() && std::chrono::steady_clock::now() < end) poll(none, 10000);
   pending_.clear();
   conns_.clear();
   listeners_.clear();

@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -82,6 +83,12 @@ class TransportEvents {
   // close by the peer. The connection object stays valid until release().
   virtual void on_closed(StreamConn* c, int err) = 0;
 };
+
+// Destroying a transport first gives the connections released after a
+// graceful close() up to this long to get their queued bytes out (a Send the
+// application saw complete must arrive); a live peer takes microseconds, a
+// stuck one is given up on.
+inline constexpr std::chrono::milliseconds kCloseDrainBound{1000};
 
 class Transport {
  public:

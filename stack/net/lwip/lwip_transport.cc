@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <deque>
@@ -279,6 +280,7 @@ class Stack {
   void forget(Conn* c);
   void linger(std::unique_ptr<Conn> c);
   void finish_lingering(TransportImpl* owner);
+  bool drain(TransportImpl* owner, std::chrono::milliseconds bound);
   bool is_local(uint32_t ip) const;
   void register_transport(TransportImpl* t);
   void unregister_transport(TransportImpl* t);
@@ -708,8 +710,14 @@ bool Conn::try_finish() {
     n -= chunk;
   }
   tcp_arg(pcb_, nullptr);
+  // From here lwIP finishes the close alone (an orphan, in kernel terms).
+  // The lowest priority makes the oldest orphan the one lwIP resets when a
+  // new connection finds the pcb pool empty, as Linux drops orphans under
+  // pressure, so closing a connection makes room for the next at once.
+  tcp_setprio(pcb_, TCP_PRIO_MIN);
   if (tcp_close(pcb_) != ERR_OK) {  // no memory for the FIN: retry from poll
     tcp_arg(pcb_, this);
+    tcp_setprio(pcb_, TCP_PRIO_NORMAL);
     return false;
   }
   pcb_ = nullptr;
@@ -1217,8 +1225,32 @@ void Stack::linger(std::unique_ptr<Conn> c) {
   want_work(raw);
 }
 
-// Destroying a transport drops what its lingering connections still had to
-// write (as the kernel transport does) and lets lwIP close them.
+// Before a transport goes, the connections it let linger, and every FIN
+// lwIP has in flight, get up to `bound` to have their bytes sent and
+// acknowledged: a Send the application saw complete must arrive, and once
+// the last transport is gone nothing runs the stack any more (the kernel
+// keeps sending for a closed socket; here the process must). True if all
+// finished.
+bool Stack::drain(TransportImpl* owner, std::chrono::milliseconds bound) {
+  auto busy = [&] {
+    for (const auto& [c, owned] : lingering_)
+      if (c->transport_ == owner) return true;
+    for (const tcp_pcb* p = tcp_active_pcbs; p != nullptr; p = p->next)
+      if (p->state == FIN_WAIT_1 || p->state == CLOSING || p->state == LAST_ACK) return true;
+    return false;
+  };
+  const auto end = std::chrono::steady_clock::now() + bound;
+  while (busy()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    pass_clock::refresh();
+    run_io(nullptr);
+    flush_links();
+  }
+  return true;
+}
+
+// Then it drops what its lingering connections still had to write and lets
+// lwIP close them.
 void Stack::finish_lingering(TransportImpl* owner) {
   for (auto it = lingering_.begin(); it != lingering_.end();) {
     Conn* c = it->first;
@@ -1371,6 +1403,7 @@ TransportImpl::~TransportImpl() {
       }
     }
     conns_.clear();
+    s.drain(this, kCloseDrainBound);
     s.finish_lingering(this);
   }
   for (int fd : {epfd_, evfd_, tfd_}) {
