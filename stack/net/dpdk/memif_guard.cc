@@ -15,7 +15,6 @@
 // without membarrier get a fence in every burst instead.
 #include "stack/net/dpdk/memif_guard.h"
 
-#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <linux/membarrier.h>

@@ -965,12 +965,11 @@ int Stack::add_route(in_addr dest, int prefix, int link_id, in_addr via) {
   r.prefix = prefix;
   r.link = l;
   ip4_addr_set_u32(&r.via, via.s_addr);
+  routes_changed();
   if (prefix == 32) {
-    routes_changed();
     host_routes_[r.net] = r;
     return 0;
   }
-  routes_changed();
   std::erase_if(net_routes_, [&](const Route& o) { return o.net == r.net && o.prefix == prefix; });
   net_routes_.push_back(r);
   std::stable_sort(net_routes_.begin(), net_routes_.end(),
