@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -41,6 +43,7 @@ std::vector<Slot*> g_slots;
 struct Owned {
   Slot slot;
   Owned() {
+    slot.tid = static_cast<int>(::gettid());
     std::lock_guard<std::mutex> g(g_mu);
     g_slots.push_back(&slot);
   }
@@ -178,7 +181,19 @@ void quiesce() {
   const detail::Slot* own = &detail::slot();  // a teardown run inside our own burst
   std::lock_guard<std::mutex> g(detail::g_mu);
   for (detail::Slot* s : detail::g_slots) {
-    while (s != own && s->in.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    // Bursts last microseconds; a wait of seconds means a burst that never
+    // ends (a bug): say so once, with the thread, since memif's teardown
+    // (and so every later memif control call) waits behind it.
+    const auto said = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    bool told = false;
+    while (s != own && s->in.load(std::memory_order_acquire) != 0) {
+      std::this_thread::yield();
+      if (!told && std::chrono::steady_clock::now() > said) {
+        told = true;
+        std::fprintf(stderr, "softrdma: memif teardown has waited 2 s for a burst of thread %d\n",
+                     s->tid);
+      }
+    }
   }
 }
 

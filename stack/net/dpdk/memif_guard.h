@@ -19,6 +19,7 @@ void quiesce();
 namespace detail {
 struct Slot {
   alignas(64) std::atomic<int> in{0};
+  int tid = 0;  // for the diagnostic of a wait that lasts
 };
 Slot& slot();  // this thread's, registered on first use
 extern std::atomic<bool> g_asymmetric;  // membarrier() serves the waiter: no fence in bursts

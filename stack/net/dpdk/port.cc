@@ -255,7 +255,13 @@ void on_interrupt_thread(const std::function<void()>& fn) {
     return;
   }
   std::unique_lock<std::mutex> lock(call.mu);
-  call.cv.wait(lock, [&] { return call.done; });
+  // It cannot be given up on (the call lives here), but a wait of seconds
+  // means the interrupt thread is stuck: say so once.
+  if (!call.cv.wait_for(lock, std::chrono::seconds(5), [&] { return call.done; })) {
+    std::fprintf(stderr, "softrdma: EAL's interrupt thread has not run a memif control call "
+                         "for 5 s\n");
+    call.cv.wait(lock, [&] { return call.done; });
+  }
 }
 
 // memif (22.11) frees a socket's state with the last device using it but
