@@ -363,7 +363,8 @@ class DpdkPortImpl final : public DpdkPort {
   bool linearize(rte_mbuf** m);
   // memif bursts are marked, so that the driver's teardown on the interrupt
   // thread waits for them before unmapping the rings (memif_guard.h).
-  uint16_t guarded_rx(uint16_t want) {
+  uint16_t rx_some(uint16_t want) {
+    if (!memif_) return rte_eth_rx_burst(port_, 0, rx_mbufs_.data(), want);
     memif_guard::Burst b;
     return rte_eth_rx_burst(port_, 0, rx_mbufs_.data(), want);
   }
@@ -688,7 +689,7 @@ int DpdkPortImpl::rx_burst(RxFrame* out, int max) {
   uint64_t bytes = 0;
   while (got < max) {
     const uint16_t want = static_cast<uint16_t>(std::min<int>(max - got, burst_));
-    const uint16_t n = memif_ ? guarded_rx(want) : rte_eth_rx_burst(port_, 0, rx_mbufs_.data(), want);
+    const uint16_t n = rx_some(want);
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* m = rx_mbufs_[i];
       if (m->nb_segs > 1 && !linearize(&m)) continue;
