@@ -10,9 +10,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
+#include "stack/common/ring.h"
 #include "stack/iwarp/cq.h"
 #include "stack/iwarp/mem.h"
 #include "stack/iwarp/mpa.h"
@@ -40,7 +40,7 @@ struct Stats {
 struct Srq {
   Pd* pd = nullptr;
   uint32_t depth = 0;
-  std::deque<RecvWr> q;
+  Ring<RecvWr> q;
 };
 
 // A Terminate's cause, as the RFCs code it (RFC 5040 §7, 5041 §7, 5044 §8).
@@ -166,14 +166,13 @@ class Qp {
     RdmapOpcode op{};
     uint32_t qn = 0, msn = 0, stag = 0, rsvd_ulp = 0;
     uint64_t to = 0;
-    const Sge* sges = nullptr;
-    int nsge = 0;
+    int nsge = 0;  // of tx_sges()
     uint8_t ctrl[sizeof(AtomicReqPayload) + 8];  // small fixed payloads
     uint32_t ctrl_len = 0;
     bool use_ctrl = false;
     uint64_t total = 0, sent = 0;
     uint32_t fpdus = 0;
-    int sge_idx = 0;           // payload cursor within sges
+    int sge_idx = 0;           // payload cursor within tx_sges()
     uint64_t sge_off = 0;
     Sge one_sge{};             // the source of a Read Response
     enum class Origin : uint8_t { kSq, kIrq, kTerminate, kRtr } origin{};
@@ -188,6 +187,7 @@ class Qp {
   bool tx_from_sq();
   void tx_from_irq();
   bool tx_fpdu();
+  const Sge* tx_sges() const;
   void tx_message_done();
   // Send-queue completions leave in posting order (verbs semantics): a WR
   // done behind an outstanding Read or Atomic waits in scq_ for it.
@@ -232,16 +232,16 @@ class Qp {
   bool rtr_awaited_ = false;     // responder still waits for the RTR
   bool defer_tx_ = false;
 
-  std::deque<SqEntry> sq_;
+  Ring<SqEntry> sq_;
   struct ScqEntry {
     Wc wc;
     bool report;  // signaled, or an error
     bool done;
   };
-  std::deque<ScqEntry> scq_;  // WRs out of sq_, not yet completed in order
-  std::deque<RecvWr> rq_;
-  std::deque<OrqEntry> orq_;
-  std::deque<IrqEntry> irq_;
+  Ring<ScqEntry> scq_;  // WRs out of sq_, not yet completed in order
+  Ring<RecvWr> rq_;
+  Ring<OrqEntry> orq_;
+  Ring<IrqEntry> irq_;
   uint32_t orq_wrs_ = 0;   // WRs waiting in orq_ (count against sq_depth)
   uint32_t next_atomic_id_ = 1;
   uint32_t tx_msn_[kQnCount] = {1, 1, 1, 1, 1};

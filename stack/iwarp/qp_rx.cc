@@ -306,7 +306,7 @@ bool Qp::rx_check_untagged() {
 
 // Takes the next posted receive (own RQ or shared) for a new QN 0 message.
 bool Qp::rx_take_recv() {
-  std::deque<RecvWr>& q = init_.srq ? init_.srq->q : rq_;
+  Ring<RecvWr>& q = init_.srq ? init_.srq->q : rq_;
   if (q.empty()) {
     terminate({TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(DdpUntaggedEcode::kNoBuffer)},
               true, false);

@@ -107,7 +107,6 @@ void Qp::tx_from_irq() {
   tx_.stag = r.sink_stag;
   tx_.to = r.sink_to;
   tx_.one_sge = Sge{.addr = r.src_to, .length = static_cast<uint32_t>(r.len), .lkey = r.src_stag};
-  tx_.sges = &tx_.one_sge;
   tx_.nsge = 1;
   tx_.total = r.len;
 }
@@ -135,7 +134,6 @@ bool Qp::tx_from_sq() {
                    : (se ? RdmapOpcode::kSendSe : RdmapOpcode::kSend);
       tx_.rsvd_ulp = inv ? wr.invalidate_stag : 0;
       tx_.msn = next_msn(kQnSend);
-      tx_.sges = wr.sg_list;
       tx_.nsge = wr.num_sge;
       tx_.total = e.total;
       return true;
@@ -147,7 +145,6 @@ bool Qp::tx_from_sq() {
         tx_.op = RdmapOpcode::kRdmaWrite;
         tx_.stag = wr.rkey;
         tx_.to = wr.remote_addr;
-        tx_.sges = wr.sg_list;
         tx_.nsge = wr.num_sge;
         tx_.total = e.total;
         return true;
@@ -261,7 +258,7 @@ bool Qp::tx_fpdu() {
     // Walk the SGE cursor: payload goes straight from registered memory.
     uint64_t left = chunk;
     while (ok && left > 0) {
-      const Sge& s = tx_.sges[tx_.sge_idx];
+      const Sge& s = tx_sges()[tx_.sge_idx];
       uint64_t take = std::min<uint64_t>(left, s.length - tx_.sge_off);
       ok = f.add(reinterpret_cast<const void*>(s.addr + tx_.sge_off), take);
       left -= take;
@@ -296,6 +293,13 @@ bool Qp::tx_fpdu() {
   stats_->markers_tx += static_cast<uint64_t>(f.markers());
   if (!tx_.use_ctrl) stats_->payload_tx += chunk;
   return true;
+}
+
+// The active message's gather list: its WR's, at the head of sq_, or a
+// Read Response's source. Looked up, not kept: sq_ moves its entries when
+// it grows, and WRs may be posted while its head is on the wire.
+const Sge* Qp::tx_sges() const {
+  return tx_.origin == TxMsg::Origin::kSq ? sq_.front().wr.sg_list : &tx_.one_sge;
 }
 
 // The last FPDU of tx_ is out: complete what can be completed now.
