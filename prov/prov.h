@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "stack/common/ring.h"
 #include "stack/engine.h"
 
 namespace softrdma::prov {
@@ -170,7 +171,7 @@ struct Cq {
   Domain* dom;
   iwarp::Cq* ecq;
   fi_cq_format format;
-  std::deque<CqItem> ready;
+  Ring<CqItem> ready;  // no allocation per completion (see ring.h)
   WaitFd wait;
   std::atomic<bool> signaled{false};  // fi_cq_signal: end one fi_cq_sread
   // fi_cq_attr.size. Holding more than that unread is an overrun (fi_cq(3)):
