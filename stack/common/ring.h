@@ -1,9 +1,10 @@
-// A FIFO in one growable circular array: the subset of std::deque the QP
-// queues use (push_back, front, pop_front, in-order iteration), without the
-// deque's per-block allocations. A deque block holds 512 bytes, i.e. one
-// work request, so every post and every completion allocated and freed one.
-// Capacity doubles when full and is never given back: a queue allocates
-// only while it grows to its high-water mark (bounded by the queue depth).
+// A FIFO in one growable circular array: the subset of std::deque the
+// data path's queues use (push_back, front, pop_front, in-order iteration,
+// erase_if) without the deque's per-block allocations. A deque block holds
+// 512 bytes, i.e. one work request, so every post and every completion
+// allocated and freed one. Capacity doubles when full and is never given
+// back: a queue allocates only while it grows to its high-water mark.
+// Growing moves the entries: hold no reference into a ring across a push.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,17 @@ class Ring {
     --n_;
   }
   void clear() { head_ = n_ = 0; }
+  // Removes the entries pred selects; the others keep their order.
+  template <class Pred>
+  void erase_if(Pred pred) {
+    size_t kept = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      if (pred((*this)[i])) continue;
+      if (kept != i) (*this)[kept] = std::move((*this)[i]);
+      ++kept;
+    }
+    n_ = kept;
+  }
 
   template <class R, class V>
   class Iter {

@@ -59,5 +59,22 @@ TEST(Ring, GrowsWhenFullAfterWrapping) {
   EXPECT_EQ(r.size(), 1u);
 }
 
+TEST(Ring, EraseIfKeepsTheOthersInOrder) {
+  Ring<int> r;
+  for (int i = 0; i < 12; ++i) r.push_back(i);
+  for (int i = 0; i < 6; ++i) r.pop_front();
+  for (int i = 12; i < 24; ++i) r.push_back(i);  // wraps: 6..23 across the end
+  r.erase_if([](int v) { return v % 3 == 0; });
+  std::vector<int> got(r.begin(), r.end());
+  std::vector<int> want;
+  for (int i = 6; i < 24; ++i)
+    if (i % 3 != 0) want.push_back(i);
+  EXPECT_EQ(got, want);
+  r.erase_if([](int) { return true; });
+  EXPECT_TRUE(r.empty());
+  r.push_back(99);  // still usable after emptying
+  EXPECT_EQ(r.front(), 99);
+}
+
 }  // namespace
 }  // namespace softrdma

@@ -225,6 +225,32 @@ void populate_memif_regions() {
   std::fclose(maps);
 }
 
+// Where EAL's interrupt thread is, from /proc (its state, the syscall it
+// is in and, as root, its kernel stack): for the diagnostic of a thread
+// that stopped serving its alarms.
+void describe_interrupt_thread() {
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return;
+  auto slurp = [](const std::string& path) {
+    std::string out;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+      std::fclose(f);
+    }
+    return out;
+  };
+  while (dirent* e = readdir(d)) {
+    const std::string task = std::string("/proc/self/task/") + e->d_name;
+    if (slurp(task + "/comm").rfind("eal-intr-thread", 0) != 0) continue;
+    std::fprintf(stderr, "softrdma: interrupt thread %s: stat %s syscall %s wchan %s\n%s",
+                 e->d_name, slurp(task + "/stat").c_str(), slurp(task + "/syscall").c_str(),
+                 slurp(task + "/wchan").c_str(), slurp(task + "/stack").c_str());
+  }
+  closedir(d);
+}
+
 // Runs fn on EAL's interrupt thread and waits. memif (22.11) runs its
 // control channel there without locking against the application: a peer's
 // disconnect handled there while the application stops the port frees the
@@ -260,6 +286,7 @@ void on_interrupt_thread(const std::function<void()>& fn) {
   if (!call.cv.wait_for(lock, std::chrono::seconds(5), [&] { return call.done; })) {
     std::fprintf(stderr, "softrdma: EAL's interrupt thread has not run a memif control call "
                          "for 5 s\n");
+    describe_interrupt_thread();
     call.cv.wait(lock, [&] { return call.done; });
   }
 }

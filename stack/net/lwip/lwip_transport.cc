@@ -29,7 +29,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -49,6 +48,7 @@
 #include "netif/ethernet.h"
 
 #include "stack/common/pass_clock.h"
+#include "stack/common/ring.h"
 
 namespace softrdma::net {
 namespace {
@@ -389,7 +389,7 @@ class TransportImpl final : public Transport {
   LwipTransportOptions options_;
   std::unordered_map<Conn*, std::unique_ptr<Conn>> conns_;
   std::unordered_map<Listener*, std::unique_ptr<ListenerImpl>> listeners_;
-  std::deque<Event> fifo_;
+  Ring<Event> fifo_;
   // fifo_.size() after its last change (all under the mutex): deliver()
   // runs every pass and skips the mutex when nothing is queued.
   std::atomic<size_t> fifo_held_{0};
@@ -1548,7 +1548,7 @@ int TransportImpl::connect(const sockaddr_in& peer, StreamConn** out) {
 }
 
 void TransportImpl::destroy(Conn* c) {
-  std::erase_if(fifo_, [&](const Event& e) { return e.conn == c; });
+  fifo_.erase_if([&](const Event& e) { return e.conn == c; });
   fifo_changed();
   conns_.erase(c);  // ~Conn aborts a pcb still attached
 }
@@ -1558,7 +1558,7 @@ void TransportImpl::release(StreamConn* sc) {
   auto it = conns_.find(static_cast<Conn*>(sc));
   if (it == conns_.end()) return;
   Conn* c = it->second.get();
-  std::erase_if(fifo_, [&](const Event& e) { return e.conn == c; });
+  fifo_.erase_if([&](const Event& e) { return e.conn == c; });
   fifo_changed();
   c->released_ = true;
   c->queued_ = 0;
