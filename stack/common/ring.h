@@ -1,8 +1,8 @@
 // A FIFO in one growable circular array: the subset of std::deque the
 // data path's queues use (push_back, front, pop_front, in-order iteration,
 // erase_if) without the deque's per-block allocations. A deque block holds
-// 512 bytes, i.e. one work request, so every post and every completion
-// allocated and freed one. Capacity doubles when full and is never given
+// 512 bytes, two or three work requests, so posts and completions kept
+// allocating and freeing blocks. Capacity doubles when full and is never given
 // back: a queue allocates only while it grows to its high-water mark.
 // Growing moves the entries: hold no reference into a ring across a push.
 #pragma once
