@@ -251,18 +251,83 @@ void describe_interrupt_thread() {
   closedir(d);
 }
 
+// EAL's interrupt thread dispatches each epoll batch by descriptor number.
+// Two control calls in one batch (its alarm loop runs every alarm already
+// due, and the caller posts the next as soon as one returns) can close a
+// memif socket and open another under the same number; an event of the
+// closed one still in the batch then goes to the new one, whose blocking
+// recvmsg or accept holds the thread for good (seen as a link that never
+// comes up, the thread in recvmsg). The fence: an eventfd source, whose
+// callback can only run in a batch after the one a call ran in; the next
+// call waits for it.
+class BatchFence {
+ public:
+  // Returns once the interrupt thread has begun a new batch (or 5 s on).
+  void pass() {
+    if (!registered()) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t ticket = ++asked_;
+    const uint64_t one = 1;
+    if (write(fd_, &one, sizeof(one)) != sizeof(one)) return;
+    if (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return seen_ >= ticket; })) {
+      std::fprintf(stderr, "softrdma: EAL's interrupt thread has not come back to its wait "
+                           "for 5 s\n");
+      describe_interrupt_thread();
+    }
+  }
+
+ private:
+  bool registered() {
+    if (fd_ >= 0) return true;
+    if (tried_) return false;
+    tried_ = true;
+    // Kept for the life of the process, like EAL's own sources.
+    const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    rte_intr_handle* h = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+    if (fd >= 0 && h != nullptr && rte_intr_fd_set(h, fd) == 0 &&
+        rte_intr_type_set(h, RTE_INTR_HANDLE_EXT) == 0 &&
+        rte_intr_callback_register(h, on_event, this) == 0) {
+      fd_ = fd;
+      return true;
+    }
+    if (h != nullptr) rte_intr_instance_free(h);
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  static void on_event(void* arg) {
+    auto* f = static_cast<BatchFence*>(arg);
+    uint64_t n;
+    while (read(f->fd_, &n, sizeof(n)) == sizeof(n)) {
+    }
+    std::lock_guard<std::mutex> lock(f->mu_);
+    f->seen_ = f->asked_;
+    f->cv_.notify_all();
+  }
+
+  int fd_ = -1;
+  bool tried_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t asked_ = 0, seen_ = 0;
+};
+
 // Runs fn on EAL's interrupt thread and waits. memif (22.11) runs its
 // control channel there without locking against the application: a peer's
 // disconnect handled there while the application stops the port frees the
 // shared regions twice (seen as "EAL: Error: Invalid memory", then crashes),
 // and a connection accepted between a server's probe and start is refused.
 // Every memif control call therefore runs there too, one at a time with its
-// callbacks (and the caller's network namespace entered there as well).
+// callbacks (and the caller's network namespace entered there as well), and
+// each in an epoll batch of its own (BatchFence).
 void on_interrupt_thread(const std::function<void()>& fn) {
   if (rte_thread_is_intr()) {
     fn();
     return;
   }
+  // Never destroyed: teardowns run from static destructors too.
+  static auto* one_at_a_time = new std::mutex;
+  static auto* fence = new BatchFence;
+  std::lock_guard<std::mutex> serial(*one_at_a_time);
   struct Call {
     const std::function<void()>* fn;
     std::mutex mu;
@@ -280,15 +345,18 @@ void on_interrupt_thread(const std::function<void()>& fn) {
     fn();
     return;
   }
-  std::unique_lock<std::mutex> lock(call.mu);
-  // It cannot be given up on (the call lives here), but a wait of seconds
-  // means the interrupt thread is stuck: say so once.
-  if (!call.cv.wait_for(lock, std::chrono::seconds(5), [&] { return call.done; })) {
-    std::fprintf(stderr, "softrdma: EAL's interrupt thread has not run a memif control call "
-                         "for 5 s\n");
-    describe_interrupt_thread();
-    call.cv.wait(lock, [&] { return call.done; });
+  {
+    std::unique_lock<std::mutex> lock(call.mu);
+    // It cannot be given up on (the call lives here), but a wait of seconds
+    // means the interrupt thread is stuck: say so once.
+    if (!call.cv.wait_for(lock, std::chrono::seconds(5), [&] { return call.done; })) {
+      std::fprintf(stderr, "softrdma: EAL's interrupt thread has not run a memif control call "
+                           "for 5 s\n");
+      describe_interrupt_thread();
+      call.cv.wait(lock, [&] { return call.done; });
+    }
   }
+  fence->pass();
 }
 
 // memif (22.11) frees a socket's state with the last device using it but
