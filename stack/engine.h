@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -73,7 +74,10 @@ struct EngineConfig {
   Threading threading = Threading::kC2;
   // c2: a watchdog thread runs progress when the application has not for
   // this long, so that queued frames, ACKs and timers move even while it
-  // blocks elsewhere (a userspace stack has no kernel to do it). 0: none.
+  // blocks elsewhere (a userspace stack has no kernel to do it). While the
+  // application does call, the watchdog looks less often (up to 16 periods
+  // apart) and is back at one period once it stands in, or at once when the
+  // application announces a sleep (expect_idle). 0: none.
   int watchdog_us = 1000;
   // Where the engine writes its counters when it closes: "" nowhere,
   // "stderr", or a file it appends one line to (docs/counters.md).
@@ -159,6 +163,10 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // An fd that polls readable when progress() has I/O to do (-1: none, the
   // transport must be busy-polled). For wait objects built on top.
   int wait_fd() const { return transport_ ? transport_->wait_fd() : -1; }
+  // The application is about to sleep (on a wait fd) instead of calling
+  // progress(): c2's watchdog drops its back-off and stands in for it from
+  // the next period on.
+  void expect_idle();
   Stats stats();
   // Everything counted, link to iWARP, and what is in use now
   // (stack/counters.h, docs/counters.md).
@@ -222,6 +230,9 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   std::atomic<bool> stop_{false};
   std::thread io_thread_;  // c1 and c3 only
   std::thread watchdog_;   // c2 only
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_attend_ = false;  // under watchdog_mu_: expect_idle() was called
   std::atomic<int64_t> last_progress_ns_{0};
   int64_t last_timeout_check_ns_ = 0;  // under mu_
 };
