@@ -288,6 +288,7 @@ class BatchFence {
         rte_intr_type_set(h, RTE_INTR_HANDLE_EXT) == 0 &&
         rte_intr_callback_register(h, on_event, this) == 0) {
       fd_ = fd;
+      handle_ = h;  // EAL registered a copy; ours is kept with the fence
       return true;
     }
     if (h != nullptr) rte_intr_instance_free(h);
@@ -305,6 +306,7 @@ class BatchFence {
   }
 
   int fd_ = -1;
+  rte_intr_handle* handle_ = nullptr;
   bool tried_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
