@@ -264,8 +264,8 @@ class BatchFence {
  public:
   // Returns once the interrupt thread has begun a new batch (or 5 s on).
   void pass() {
-    if (!registered()) return;
     std::unique_lock<std::mutex> lock(mu_);
+    if (!registered()) return;
     const uint64_t ticket = ++asked_;
     const uint64_t one = 1;
     if (write(fd_, &one, sizeof(one)) != sizeof(one)) return;
@@ -297,10 +297,10 @@ class BatchFence {
   }
   static void on_event(void* arg) {
     auto* f = static_cast<BatchFence*>(arg);
+    std::lock_guard<std::mutex> lock(f->mu_);  // fd_ was set under it too
     uint64_t n;
     while (read(f->fd_, &n, sizeof(n)) == sizeof(n)) {
     }
-    std::lock_guard<std::mutex> lock(f->mu_);
     f->seen_ = f->asked_;
     f->cv_.notify_all();
   }
