@@ -35,8 +35,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 reps=5
 build=""
-lat_iters=10000
-bw_iters=1000
+# fi_pingpong has no warm-up, and ofi_rxm connects on the first message, so
+# an -e rdm run's mean includes the connection set-up (about 20 ms for
+# tcp;ofi_rxm, 30-35 ms for softrdma;ofi_rxm, most of it rxm's own buffer
+# pools): with 10000 round trips that added 1-1.7 us to each 8 B half round
+# trip. Enough iterations make it a few percent.
+lat_iters=100000
+bw_iters=5000
 run_timeout=120
 budget=1800
 md_out=""
