@@ -330,11 +330,21 @@ void Engine::expect_idle() {
 // The c1/c3 engine thread: poll the port, run TCP/IP, place, complete (and
 // under c1 transmit), without pause: the paper's busy-polling I/O thread.
 void Engine::io_loop() {
+  int idle = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     // Let a posting thread in first (bounded, so it cannot starve us).
     for (int i = 0; i < 2000 && waiters_.load(std::memory_order_relaxed) > 0; ++i)
       __builtin_ia32_pause();
-    progress_once();
+    if (progress_once() > 0) {
+      idle = 0;
+    } else if (++idle == kIdlePassesBeforeYield) {
+      // With more polling threads than cores (c1/c3 beside a polling
+      // application, two processes on two cores), a thread that never
+      // yields keeps its core for a whole scheduler slice (4 ms per half
+      // round trip here); on a core of its own the yield returns at once.
+      idle = 0;
+      std::this_thread::yield();
+    }
   }
 }
 
