@@ -497,6 +497,11 @@ struct CtrlMsg {
   uint64_t warm = 0;
   uint64_t base = 0;    // flow-controlled messages before this size
   uint64_t errors = 0;  // kDone: mismatches the server found in this size
+  // seq again, last: the message has arrived once this matches. A Write may
+  // be placed in pieces (an MPA marker or a TCP segment boundary can fall
+  // inside it), in stream order, and with c1/c3 an engine thread places
+  // while this one reads: seq alone showed the fields of the old message.
+  uint64_t seq_end = 0;
 };
 
 // Each side's control MR. The peer writes credit, notify and inbox; the rest
@@ -704,11 +709,11 @@ class Endpoint {
 
   // --- control mailbox ---
   void send_ctrl(CtrlMsg m) {
-    m.seq = ++tx_seq_;
+    m.seq = m.seq_end = ++tx_seq_;
     ctrl_->outbox = m;
     ctrl_write(&ctrl_->outbox, sizeof(CtrlMsg), offsetof(CtrlBlock, inbox));
   }
-  bool ctrl_arrived() const { return load(ctrl_->inbox.seq) > rx_seq_; }
+  bool ctrl_arrived() const { return load(ctrl_->inbox.seq_end) > rx_seq_; }
   CtrlMsg wait_ctrl(MsgType type) {
     wait(to_string(type), [&] { return ctrl_arrived(); });
     ++rx_seq_;
