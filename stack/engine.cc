@@ -328,8 +328,10 @@ void Engine::expect_idle() {
 }
 
 // The c1/c3 engine thread: poll the port, run TCP/IP, place, complete (and
-// under c1 transmit), without pause: the paper's busy-polling I/O thread.
+// under c1 transmit): the paper's busy-polling I/O thread, which gives its
+// core away only after a run of idle passes.
 void Engine::io_loop() {
+  constexpr int kIdlePassesBeforeYield = 64;
   int idle = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     // Let a posting thread in first (bounded, so it cannot starve us).

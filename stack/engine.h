@@ -192,7 +192,6 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // engine.cc: progress internals and the c1/c3 thread
   int progress_once();
   void io_loop();
-  static constexpr int kIdlePassesBeforeYield = 64;  // c1/c3 engine thread, see io_loop
   void watchdog_loop();
 
   // The engine lock as API calls take it: announced first, so that the
