@@ -21,7 +21,8 @@
 
 #include "stack/engine.h"
 #include "stack/net/lwip/lwip_transport.h"
-#include "stack/net/lwip/tests/pipe_link.h"
+#include "stack/net/lwip/tests/lwip_wire.h"
+#include "stack/tests/transport_fixture.h"
 #include "stack/tests/loopback.h"
 
 namespace softrdma {
@@ -30,45 +31,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using net::LinkChecksums;
 using net::LwipStack;
-using net::RxView;
 using net::StreamConn;
+using net::testing::addr;
+using net::testing::consume_all;
+using net::testing::ip4;
 
-in_addr ip4(const char* s) {
-  in_addr a{};
-  inet_pton(AF_INET, s, &a);
-  return a;
-}
-
-sockaddr_in addr(const char* ip, uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr = ip4(ip);
-  return a;
-}
-
-// A pipe between two links, each address routed out of its own end. It
-// takes no lent frames, so the stack copies every frame into a link buffer,
+// Pipes between two links, each address routed out of its own end. They
+// take no lent frames, so the stack copies every frame into a link buffer,
 // as for ports that DMA (lwip_transport_test covers lending).
-void add_wire(const char* ip0, const char* ip1, LinkChecksums checksums) {
-  auto [e0, e1] = net::testing::make_pipe_pair(
-      {.mtu = 1500, .buffers = 32768, .wait_fd = false, .lend = false});
-  LwipStack& s = LwipStack::get();
-  net::LwipLinkOptions lo;
-  lo.checksums = checksums;
-  int l0 = s.add_link(std::move(e0), ip4(ip0), ip4("255.255.255.0"), in_addr{}, lo);
-  int l1 = s.add_link(std::move(e1), ip4(ip1), ip4("255.255.255.0"), in_addr{}, lo);
-  ASSERT_GE(l0, 0);
-  ASSERT_GE(l1, 0);
-  ASSERT_EQ(s.add_route(ip4(ip1), 32, l0), 0);
-  ASSERT_EQ(s.add_route(ip4(ip0), 32, l1), 0);
-}
-
 class Wires : public ::testing::Environment {
  public:
   void SetUp() override {
-    add_wire("10.0.0.1", "10.0.0.2", LinkChecksums::kNone);
-    add_wire("10.0.3.1", "10.0.3.2", LinkChecksums::kFull);
+    const net::testing::PipeOptions copying{
+        .mtu = 1500, .buffers = 32768, .wait_fd = false, .lend = false};
+    net::testing::add_wire("10.0.0.1", "10.0.0.2", copying, LinkChecksums::kNone);
+    net::testing::add_wire("10.0.3.1", "10.0.3.2", copying, LinkChecksums::kFull);
   }
 };
 const auto* const kWires = ::testing::AddGlobalTestEnvironment(new Wires);
@@ -264,18 +241,6 @@ class Bench : public net::TransportEvents {
   int connected = 0;
   std::function<void(StreamConn*)> read_hook;
 };
-
-size_t consume_all(StreamConn* c) {
-  size_t total = 0;
-  RxView v[32];
-  for (size_t n; (n = c->rx_peek(v, 32)) > 0;) {
-    size_t sum = 0;
-    for (size_t i = 0; i < n; ++i) sum += v[i].len;
-    c->rx_consume(sum);
-    total += sum;
-  }
-  return total;
-}
 
 void measure(const char* ip0, const char* ip1, const char* label) {
   auto ta = net::make_lwip_transport({.source = ip4(ip0)});
