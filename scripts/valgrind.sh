@@ -23,6 +23,7 @@ tests=(
   "stack/tests/smoke_test"
   "stack/tests/cm_test"
   "stack/tests/kernel_tcp_test"
+  "stack/tests/transport_contract_test"
   "stack/tests/limits_test"
   "stack/tests/integration_test"
   "stack/tests/reassembly_test"
