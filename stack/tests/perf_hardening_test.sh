@@ -22,11 +22,7 @@ done
 max_hwm_kb=$((256 * 1024))
 tmp=$(mktemp -d)
 server_pid=""
-cleanup() {
-  if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap '[[ -z $server_pid ]] || kill "$server_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 source "$(dirname "$0")/perf_server.sh"
 

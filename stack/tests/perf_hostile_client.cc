@@ -119,24 +119,20 @@ std::vector<Case> hostile_cases(const HostileClient& client) {
     edit(c.hello);
     cases.push_back(c);
   };
-  // 8 GiB of buffers (2 x 4 slots x 1 GiB) before any other check.
-  add("slots=4 stride=1G", [](Hello& h) {
-    h.op = static_cast<uint8_t>(Op::kWrite);
-    h.kind = static_cast<uint8_t>(Kind::kBw);
-    h.depth = 4;
-    h.slots = 4;
-    h.stride = uint64_t{1} << 30;
-    h.data.len = uint64_t{8} << 30;
-  });
-  // 1 GiB: within the old cap, but no client derives 4 slots of 128 MiB.
-  add("slots=4 stride=128M", [](Hello& h) {
-    h.op = static_cast<uint8_t>(Op::kWrite);
-    h.kind = static_cast<uint8_t>(Kind::kBw);
-    h.depth = 4;
-    h.slots = 4;
-    h.stride = uint64_t{128} << 20;
-    h.data.len = uint64_t{1} << 30;
-  });
+  // Write bandwidth with 4 slots of `stride` bytes and a data region to
+  // match: no client derives 4 slots from these strides (it would use 1).
+  auto slots4 = [](uint64_t stride) {
+    return [stride](Hello& h) {
+      h.op = static_cast<uint8_t>(Op::kWrite);
+      h.kind = static_cast<uint8_t>(Kind::kBw);
+      h.depth = 4;
+      h.slots = 4;
+      h.stride = stride;
+      h.data.len = 2 * 4 * stride;
+    };
+  };
+  add("slots=4 stride=1G", slots4(uint64_t{1} << 30));      // 8 GiB of buffers
+  add("slots=4 stride=128M", slots4(uint64_t{128} << 20));  // 1 GiB, within the old cap
   add("dlen=0", [](Hello& h) { h.data.len = 0; });
   add("clen=0", [](Hello& h) { h.ctrl.len = 0; });
   add("data addr wraps", [](Hello& h) { h.data.addr = ~uint64_t{0} - 100; });

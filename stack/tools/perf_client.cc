@@ -18,8 +18,6 @@
 namespace softrdma::perf {
 namespace {
 
-using namespace softrdma::tools;  // Clock, patterns, checks, the table
-
 // The table's head and rows for this run.
 class Report {
  public:

@@ -197,9 +197,7 @@ class Endpoint {
   }
   // After the close: the engine keeps running (links polled) for a while.
   void linger(double secs) {
-    const Clock::time_point until =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(secs));
+    const Clock::time_point until = deadline_after(secs);
     while (Clock::now() < until) {
       pump();
       std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -16,8 +16,6 @@
 namespace softrdma::perf {
 namespace {
 
-using namespace softrdma::tools;  // Clock, patterns, checks
-
 class Server {
  public:
   Server(const Options& o, Clock::time_point deadline)
@@ -68,7 +66,8 @@ class Server {
     }
     const Geometry g = geometry_of(hello_);
     ep_.setup(g);
-    ep_.set_peer(hello_.data, hello_.ctrl);  // their sizes passed hello_problem
+    if (!ep_.set_peer(hello_.data, hello_.ctrl))  // hello_problem has checked them
+      die(kExitError, "protocol: client buffers too small");
     Welcome w;
     w.data = ep_.data_region();
     w.ctrl = ep_.ctrl_region();

@@ -24,8 +24,7 @@ class Client {
   explicit Client(const Options& o) : o_(o), peer_(tools::resolve_or_die(o.host, o.port)) {
     const double churn_s = 10 + 0.05 * double(o.churn);
     const double limit = o.timeout_s > 0 ? o.timeout_s : o.duration_s * 1.2 + churn_s + 120;
-    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(limit));
+    deadline_ = tools::deadline_after(limit);
   }
 
   int run() {
@@ -183,8 +182,7 @@ class Client {
   bool report_due() {
     const Clock::time_point now = Clock::now();
     if (now < next_report_) return false;
-    next_report_ = now + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(o_.report_s));
+    next_report_ = tools::deadline_after(o_.report_s);
     const double t = seconds_since(t0_);
     uint64_t server_live = 0;
     for (const auto& c : conns_) server_live += c->server_bytes();

@@ -16,8 +16,7 @@ class Server {
  public:
   explicit Server(const Options& o) : o_(o) {
     if (o.timeout_s > 0)
-      deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(o.timeout_s));
+      deadline_ = tools::deadline_after(o.timeout_s);
   }
 
   int run() {
@@ -32,10 +31,7 @@ class Server {
 
  private:
   void listen() {
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    any.sin_port = htons(o_.port);
-    any.sin_addr.s_addr = htonl(INADDR_ANY);
+    const sockaddr_in any = tools::any_address(o_.port);
     if (int rc = node_.eng().listen(any, 1024, &listener_); rc < 0)
       die(kExitError, "listen on port %u: %s", o_.port, std::strerror(-rc));
     std::printf("# srdma_soak server: listening on port %u (transport %s)\n", o_.port,
@@ -218,8 +214,7 @@ class Server {
   void report_due() {
     const Clock::time_point now = Clock::now();
     if (now < next_report_) return;
-    next_report_ = now + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(o_.report_s));
+    next_report_ = tools::deadline_after(o_.report_s);
     rss_kb_ = read_mem().rss_kb;
     std::printf("[%7.1f s] server conns %4zu ops %11" PRIu64 " verified %9.3f GiB errors %" PRIu64
                 " lost %" PRIu64 " | rss %.1f MiB | %s\n",

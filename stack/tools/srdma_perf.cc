@@ -24,6 +24,10 @@
 // same word for ring slots the server has checked; the client says how far it
 // has written with small Writes into the server's notify word.
 //
+// A server holds every Hello to the limits in perf_protocol.h before it
+// allocates anything; one outside them is rejected, with the reason on both
+// sides, and the server waits on for the next client.
+//
 // Files: perf_options (command line), perf_protocol (Hello, Welcome, control
 // messages, limits), perf_endpoint (the QP and its mailbox), perf_client,
 // perf_server; the table and the checks are shared with tcp_baseline.
