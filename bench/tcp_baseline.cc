@@ -10,10 +10,8 @@
 // the server reads them and acknowledges the last one; MB/s is counted from
 // the end of warm-up until that acknowledgement. Both sides busy-poll
 // non-blocking sockets with TCP_NODELAY, as srdma_perf busy-polls its engine.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -24,64 +22,30 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
-#include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "stack/tools/addresses.h"
+#include "stack/tools/message_check.h"
+#include "stack/tools/result_table.h"
+#include "stack/tools/run_options.h"
 #include "stack/tools/tool_common.h"
+#include "stack/tools/tool_die.h"
 
 namespace softrdma::bench {
 namespace {
 
+using namespace softrdma::tools;  // the table, the shared command line, checks
+
 static_assert(std::endian::native == std::endian::little, "the header assumes little-endian");
 
-using Clock = std::chrono::steady_clock;
-
 constexpr uint16_t kDefaultPort = 18516;  // next to srdma_perf's 18515
-constexpr int kExitMismatch = 1;
-constexpr int kExitError = 2;
-constexpr uint64_t kMaxMsgSize = uint64_t{1} << 30;
-constexpr uint64_t kAllSizesMax = uint64_t{8} << 20;
-constexpr uint64_t kLatIters = 1000;
-constexpr uint64_t kBwIters = 5000;
-constexpr uint64_t kMaxWarmup = 100;
-constexpr uint64_t kMinIters = 2;
 constexpr uint32_t kMagic = 0x54435042;  // "BPCT" on the wire
-constexpr uint64_t kMaxReports = 8;
-
-[[noreturn]] __attribute__((format(printf, 2, 3))) void die(int code, const char* fmt, ...) {
-  std::fflush(stdout);
-  va_list ap;
-  va_start(ap, fmt);
-  std::fputs("tcp_baseline: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  std::fputc('\n', stderr);
-  std::exit(code);
-}
-
-enum class Kind : uint8_t { kLat, kBw };
-
-struct Options {
-  std::string host;
-  uint16_t port = kDefaultPort;
-  Kind kind = Kind::kLat;
-  std::vector<uint64_t> sizes;
-  bool all_sizes = false;
-  int64_t iters = -1;
-  int64_t warmup = -1;
-  uint64_t max_bytes = uint64_t{1} << 30;
-  bool verify = false;
-  bool csv = false;
-  double timeout_s = 60;
-};
 
 void usage(FILE* f) {
   std::fprintf(
@@ -104,152 +68,27 @@ void usage(FILE* f) {
       kDefaultPort, kLatIters, kBwIters, kMaxWarmup, kMinIters);
 }
 
-[[noreturn]] void bad_usage(const char* what, const char* arg) {
-  std::fprintf(stderr, "tcp_baseline: %s: '%s'\n", what, arg);
-  usage(stderr);
-  std::exit(kExitError);
-}
+const RunOptionRules kRules{
+    .program = "tcp_baseline", .usage = usage, .min_size = 1,
+    .size_error = "bad size (1 byte to 1G; a stream has no empty messages)"};
 
-using tools::parse_u64;  // shared with the engine tools
-
-Options parse_args(int argc, char** argv) {
-  enum LongOnly { kCsv = 256, kTimeout, kMaxBytes };
-  static const option kLong[] = {
-      {"port", required_argument, nullptr, 'p'},   {"test", required_argument, nullptr, 't'},
-      {"size", required_argument, nullptr, 's'},   {"all", no_argument, nullptr, 'a'},
-      {"iters", required_argument, nullptr, 'n'},  {"warmup", required_argument, nullptr, 'w'},
-      {"check", no_argument, nullptr, 'c'},        {"csv", no_argument, nullptr, kCsv},
-      {"timeout", required_argument, nullptr, kTimeout},
-      {"max-bytes", required_argument, nullptr, kMaxBytes},
-      {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
-  Options o;
-  uint64_t v;
-  for (int c; (c = getopt_long(argc, argv, "p:t:s:an:w:ch", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 'p':
-        if (!parse_u64(optarg, &v) || v == 0 || v > 65535) bad_usage("bad port", optarg);
-        o.port = static_cast<uint16_t>(v);
-        break;
-      case 't':
-        if (std::string_view(optarg) == "lat") {
-          o.kind = Kind::kLat;
-        } else if (std::string_view(optarg) == "bw") {
-          o.kind = Kind::kBw;
-        } else {
-          bad_usage("test must be lat or bw", optarg);
-        }
-        break;
-      case 's': {
-        std::string_view list(optarg);
-        while (!list.empty()) {
-          size_t comma = list.find(',');
-          std::string item(list.substr(0, comma));
-          if (!parse_u64(item, &v) || v == 0 || v > kMaxMsgSize)
-            bad_usage("bad size (1 byte to 1G; a stream has no empty messages)", optarg);
-          o.sizes.push_back(v);
-          list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-        }
-        break;
-      }
-      case 'a': o.all_sizes = true; break;
-      case 'n':
-        if (!parse_u64(optarg, &v) || v == 0 || v > (uint64_t{1} << 40))
-          bad_usage("bad iteration count", optarg);
-        o.iters = static_cast<int64_t>(v);
-        break;
-      case 'w':
-        if (!parse_u64(optarg, &v) || v > (uint64_t{1} << 40))
-          bad_usage("bad warm-up count", optarg);
-        o.warmup = static_cast<int64_t>(v);
-        break;
-      case 'c': o.verify = true; break;
-      case kCsv: o.csv = true; break;
-      case kTimeout: {
-        char* end = nullptr;
-        o.timeout_s = std::strtod(optarg, &end);
-        if (!end || *end || !(o.timeout_s > 0) || o.timeout_s > 1e6)
-          bad_usage("bad timeout", optarg);
-        break;
-      }
-      case kMaxBytes:
-        if (!parse_u64(optarg, &o.max_bytes)) bad_usage("bad --max-bytes", optarg);
-        break;
-      case 'h': usage(stdout); std::exit(0);
-      default: usage(stderr); std::exit(kExitError);
-    }
+RunOptions parse_args(int argc, char** argv) {
+  std::vector<option> longs = run_long_options();
+  longs.push_back({nullptr, 0, nullptr, 0});
+  RunOptions o;
+  o.port = kDefaultPort;
+  for (int c; (c = getopt_long(argc, argv, kRunShortOptions, longs.data(), nullptr)) != -1;) {
+    if (parse_run_option(c, optarg, kRules, &o)) continue;
+    usage(stderr);
+    std::exit(kExitError);
   }
-  if (optind < argc) o.host = argv[optind++];
-  if (optind < argc) bad_usage("unexpected argument", argv[optind]);
+  parse_run_operands(argc, argv, kRules, &o);
   return o;
 }
 
-// --- patterns (as srdma_perf's, so -c means the same in both) --------------
-
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
-uint64_t mix64(uint64_t x) {
-  x += kGolden;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t seed_of(uint64_t size, uint64_t index) {
-  return mix64(mix64(size) ^ (index * kGolden) ^ 1);
-}
-
-uint64_t pattern_word(uint64_t seed, uint64_t i) {
-  uint64_t w = (seed + i) * kGolden;
-  return w ^ (w >> 29);
-}
-
-uint8_t pattern_byte(uint64_t seed, uint64_t off) {
-  return static_cast<uint8_t>(pattern_word(seed, off / 8) >> (8 * (off % 8)));
-}
-
-void fill(uint8_t* p, uint64_t n, uint64_t seed) {
-  const uint64_t words = n / 8;
-  for (uint64_t i = 0; i < words; ++i) {
-    uint64_t w = pattern_word(seed, i);
-    std::memcpy(p + 8 * i, &w, 8);
-  }
-  for (uint64_t off = words * 8; off < n; ++off) p[off] = pattern_byte(seed, off);
-}
-
-uint64_t first_bad(const uint8_t* p, uint64_t n, uint64_t seed) {
-  const uint64_t words = n / 8;
-  for (uint64_t i = 0; i < words; ++i) {
-    uint64_t w;
-    std::memcpy(&w, p + 8 * i, 8);
-    if (w == pattern_word(seed, i)) continue;
-    for (uint64_t off = 8 * i;; ++off)
-      if (p[off] != pattern_byte(seed, off)) return off;
-  }
-  for (uint64_t off = words * 8; off < n; ++off)
-    if (p[off] != pattern_byte(seed, off)) return off;
-  return n;
-}
-
-class Mismatches {
- public:
-  explicit Mismatches(const char* side) : side_(side) {}
-  void check(const char* what, uint64_t size, uint64_t iter, const uint8_t* p) {
-    const uint64_t seed = seed_of(size, iter);
-    const uint64_t off = first_bad(p, size, seed);
-    if (off == size) return;
-    if (count_++ < kMaxReports) {
-      std::fprintf(stderr,
-                   "tcp_baseline: %s: DATA MISMATCH in %s: size %" PRIu64 ", iteration %" PRIu64
-                   ": byte %" PRIu64 " is 0x%02x, expected 0x%02x\n",
-                   side_, what, size, iter, off, p[off], pattern_byte(seed, off));
-    }
-  }
-  uint64_t count() const { return count_; }
-
- private:
-  const char* side_;
-  uint64_t count_ = 0;
-};
+// Messages of iteration k: the pattern srdma_perf sends to its server, so -c
+// means the same in both.
+Expect expect_of(uint64_t size, uint64_t k) { return {seed_of(size, k, Dir::kToServer)}; }
 
 // --- busy-polled socket I/O ------------------------------------------------
 
@@ -329,109 +168,50 @@ struct Ack {
   uint64_t errors = 0;
 };
 
-struct Buffer {
-  explicit Buffer(uint64_t n) : bytes(std::max<uint64_t>(n, 1), 0) {}
+struct MsgBuffer {
+  explicit MsgBuffer(uint64_t n) : bytes(std::max<uint64_t>(n, 1), 0) {}
   uint8_t* data() { return bytes.data(); }
   std::vector<uint8_t> bytes;
 };
 
-// --- output (srdma_perf's format) ------------------------------------------
-
-struct LatSummary {
-  double min = 0, median = 0, avg = 0, p99 = 0, max = 0;
-};
-
-LatSummary summarize(std::vector<double>& ns, double scale) {
-  LatSummary s;
-  if (ns.empty()) return s;
-  std::sort(ns.begin(), ns.end());
-  const size_t n = ns.size();
-  const double k = scale / 1000.0;
-  double sum = 0;
-  for (double v : ns) sum += v;
-  const size_t p99 = std::clamp<size_t>(static_cast<size_t>(std::ceil(0.99 * n)), 1, n) - 1;
-  s.min = ns.front() * k;
-  s.max = ns.back() * k;
-  s.median = (n % 2 ? ns[n / 2] : (ns[n / 2 - 1] + ns[n / 2]) / 2) * k;
-  s.avg = sum / n * k;
-  s.p99 = ns[p99] * k;
-  return s;
-}
-
-constexpr char kCsvHeader[] =
-    "tool,op,test,bytes,iters,depth,crc,markers,verify,lat_kind,min_us,median_us,avg_us,"
-    "p99_us,max_us,mb_s,mops";
-
-void print_header(const Options& o) {
+void print_header(const RunOptions& o) {
   if (o.csv) {
-    std::printf("%s\n", kCsvHeader);
+    print_csv_header();
     return;
   }
   std::printf("# tcp_baseline: %s to %s:%u | kernel TCP, TCP_NODELAY, busy-poll | check %s\n",
               o.kind == Kind::kLat ? "ping-pong latency" : "stream bandwidth", o.host.c_str(),
               o.port, o.verify ? "on (timings include it)" : "off");
-  if (o.kind == Kind::kLat) {
-    std::printf("# latency in microseconds: half round trip (ping-pong)\n");
-    std::printf("#%11s %10s %10s %10s %10s %10s %10s\n", "bytes", "iters", "min", "median", "avg",
-                "p99", "max");
-  } else {
-    std::printf("# bandwidth: one stream; MB/s = 10^6 bytes/s, until the server acknowledges "
-                "the last message\n");
-    std::printf("#%11s %10s %10s %12s %12s\n", "bytes", "iters", "depth", "MB/s", "Mops/s");
-  }
-  std::fflush(stdout);
+  print_table_head(o.kind, "half round trip (ping-pong)", ": one stream", "acknowledges");
 }
 
-void print_lat(const Options& o, uint64_t size, uint64_t n, const LatSummary& s) {
-  if (o.csv) {
-    std::printf("tcp_baseline,tcp,lat,%" PRIu64 ",%" PRIu64 ",1,0,0,%d,half_rtt,%.3f,%.3f,%.3f,"
-                "%.3f,%.3f,,\n",
-                size, n, o.verify, s.min, s.median, s.avg, s.p99, s.max);
-  } else {
-    std::printf(" %11" PRIu64 " %10" PRIu64 " %10.2f %10.2f %10.2f %10.2f %10.2f\n", size, n,
-                s.min, s.median, s.avg, s.p99, s.max);
-  }
-  std::fflush(stdout);
-}
-
-void print_bw(const Options& o, uint64_t size, uint64_t n, double secs) {
-  const double mb = secs > 0 ? static_cast<double>(size) * n / secs / 1e6 : 0;
-  const double mops = secs > 0 ? n / secs / 1e6 : 0;
-  if (o.csv) {
-    std::printf("tcp_baseline,tcp,bw,%" PRIu64 ",%" PRIu64 ",1,0,0,%d,,,,,,,%.3f,%.4f\n", size, n,
-                o.verify, mb, mops);
-  } else {
-    std::printf(" %11" PRIu64 " %10" PRIu64 " %10d %12.2f %12.4f\n", size, n, 1, mb, mops);
-  }
-  std::fflush(stdout);
+RowTags row_tags(const RunOptions& o) {
+  return {.csv = o.csv, .tool = "tcp_baseline", .op = "tcp", .depth = 1, .verify = o.verify};
 }
 
 // --- the two roles ---------------------------------------------------------
 
 void serve_size(Conn& c, const Begin& b, Mismatches& mism) {
-  Buffer buf(b.size);
+  MsgBuffer buf(b.size);
   const uint8_t ready = 1;
   c.send_all(&ready, 1);
   const uint64_t before = mism.count();
   for (uint64_t k = 0; k < b.total; ++k) {
     c.recv_exact(buf.data(), b.size, "a message");
-    if (b.verify) mism.check("message", b.size, k, buf.data());
+    if (b.verify) mism.check("message", b.size, k, buf.data(), expect_of(b.size, k));
     if (b.kind == static_cast<uint8_t>(Kind::kLat)) c.send_all(buf.data(), b.size);
   }
   const Ack ack{mism.count() - before};
   c.send_all(&ack, sizeof(ack));
 }
 
-int run_server(const Options& o, Clock::time_point deadline) {
+int run_server(const RunOptions& o, Clock::time_point deadline) {
   int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   if (lfd < 0 || ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
     die(kExitError, "socket: %s", std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(o.port);
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0 || ::listen(lfd, 4) < 0)
+  const sockaddr_in a = any_address(o.port);
+  if (::bind(lfd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) < 0 || ::listen(lfd, 4) < 0)
     die(kExitError, "listen on port %u: %s", o.port, std::strerror(errno));
   if (!o.csv) {
     std::printf("# tcp_baseline server: listening on port %u\n", o.port);
@@ -458,21 +238,12 @@ int run_server(const Options& o, Clock::time_point deadline) {
   return mism.count() ? kExitMismatch : 0;
 }
 
-int connect_to(const Options& o, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(o.host.c_str(), nullptr, &hints, &res); rc != 0 || !res)
-    die(kExitError, "cannot resolve %s: %s", o.host.c_str(), gai_strerror(rc));
-  sockaddr_in a{};
-  std::memcpy(&a, res->ai_addr, sizeof(a));
-  freeaddrinfo(res);
-  a.sin_port = htons(o.port);
+int connect_to(const RunOptions& o, Clock::time_point deadline) {
+  const sockaddr_in a = resolve_or_die(o.host, o.port);
   for (;;) {  // the server may not be listening yet
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) die(kExitError, "socket: %s", std::strerror(errno));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return fd;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) return fd;
     const int err = errno;
     ::close(fd);
     if (err != ECONNREFUSED)
@@ -482,7 +253,7 @@ int connect_to(const Options& o, Clock::time_point deadline) {
   }
 }
 
-std::vector<uint64_t> resolve_sizes(const Options& o) {
+std::vector<uint64_t> resolve_sizes(const RunOptions& o) {
   if (o.all_sizes) {
     std::vector<uint64_t> v;
     for (uint64_t s = 1; s <= kAllSizesMax; s *= 2) v.push_back(s);
@@ -492,28 +263,25 @@ std::vector<uint64_t> resolve_sizes(const Options& o) {
   return {o.kind == Kind::kLat ? uint64_t{8} : uint64_t{65536}};
 }
 
-int run_client(const Options& o, Clock::time_point deadline) {
+int run_client(const RunOptions& o, Clock::time_point deadline) {
   const std::vector<uint64_t> sizes = resolve_sizes(o);
   Conn c(connect_to(o, deadline), deadline);
   print_header(o);
   Mismatches mism("client");
   for (uint64_t size : sizes) {
-    uint64_t n = o.iters > 0 ? static_cast<uint64_t>(o.iters)
-                             : (o.kind == Kind::kLat ? kLatIters : kBwIters);
-    if (o.max_bytes > 0) n = std::min(n, std::max(kMinIters, o.max_bytes / size));
-    const uint64_t warm =
-        o.warmup >= 0 ? static_cast<uint64_t>(o.warmup) : std::min(kMaxWarmup, n / 10);
+    const IterPlan plan = plan_iterations(o, size);
+    const uint64_t warm = plan.warm, n = plan.total - warm;
     const Begin b{.kind = static_cast<uint8_t>(o.kind), .verify = o.verify, .size = size,
                   .total = n + warm};
     c.send_all(&b, sizeof(b));
     uint8_t ready;
     c.recv_exact(&ready, 1, "the server to be ready");
-    Buffer out(size), in(size);
+    MsgBuffer out(size), in(size);
     std::vector<double> samples;
     samples.reserve(n);
     Clock::time_point t_start = Clock::now();
     for (uint64_t k = 0; k < b.total; ++k) {
-      if (o.verify) fill(out.data(), size, seed_of(size, k));
+      if (o.verify) fill(out.data(), size, expect_of(size, k));
       if (o.kind == Kind::kBw) {
         c.send_all(out.data(), size);
         if (k + 1 == warm) t_start = Clock::now();
@@ -524,14 +292,14 @@ int run_client(const Options& o, Clock::time_point deadline) {
       c.recv_exact(in.data(), size, "the echo");
       const Clock::time_point t1 = Clock::now();
       if (k >= warm) samples.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
-      if (o.verify) mism.check("echo", size, k, in.data());
+      if (o.verify) mism.check("echo", size, k, in.data(), expect_of(size, k));
     }
     Ack ack;
     c.recv_exact(&ack, sizeof(ack), "the server's acknowledgement");
     if (o.kind == Kind::kBw) {
-      print_bw(o, size, n, std::chrono::duration<double>(Clock::now() - t_start).count());
+      print_bw_row(row_tags(o), size, n, seconds_since(t_start));
     } else {
-      print_lat(o, size, n, summarize(samples, 0.5));
+      print_lat_row(row_tags(o), size, n, summarize(samples, 0.5));
     }
     if (mism.count() || ack.errors) {
       die(kExitMismatch, "DATA VERIFICATION FAILED at size %" PRIu64 ": %" PRIu64
@@ -545,10 +313,9 @@ int run_client(const Options& o, Clock::time_point deadline) {
 }  // namespace softrdma::bench
 
 int main(int argc, char** argv) {
-  using namespace softrdma::bench;
-  const Options o = parse_args(argc, argv);
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(o.timeout_s));
-  return o.host.empty() ? run_server(o, deadline) : run_client(o, deadline);
+  using namespace softrdma;
+  tools::set_tool_name("tcp_baseline");
+  const tools::RunOptions o = bench::parse_args(argc, argv);
+  const tools::Clock::time_point deadline = tools::deadline_after(o.timeout_s);
+  return o.host.empty() ? bench::run_server(o, deadline) : bench::run_client(o, deadline);
 }

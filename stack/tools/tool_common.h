@@ -1,10 +1,6 @@
-// Pieces the engine tools (srdma_perf, srdma_soak) share: verification
-// patterns, number parsing, host resolution, buffers, status text.
+// Pieces the tools (srdma_perf, srdma_soak, tcp_baseline) share: the clock,
+// verification patterns, number parsing, buffers, status text.
 #pragma once
-
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdint>
@@ -21,6 +17,11 @@ using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+inline Clock::time_point deadline_after(double secs) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs));
 }
 
 // Words the peer writes while we poll them (control blocks, flags).
@@ -100,23 +101,6 @@ inline bool parse_u64(std::string_view s, uint64_t* out) {
   }
   if (v > UINT64_MAX / mult) return false;
   *out = v * mult;
-  return true;
-}
-
-// host:port as an IPv4 address; false with *err set if it does not resolve.
-inline bool resolve_ipv4(const std::string& host, uint16_t port, sockaddr_in* out,
-                         std::string* err) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || !res) {
-    *err = rc ? gai_strerror(rc) : "no address";
-    return false;
-  }
-  std::memcpy(out, res->ai_addr, sizeof(*out));
-  freeaddrinfo(res);
-  out->sin_port = htons(port);
   return true;
 }
 
