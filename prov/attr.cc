@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "prov/prov.h"
+#include "stack/common/settings.h"
 
 namespace softrdma::prov {
 
@@ -37,12 +38,6 @@ constexpr size_t kMaxQueue = 65536;
 constexpr size_t kMaxMsg = UINT32_MAX;  // completions carry 32-bit lengths
 constexpr size_t kKeySize = sizeof(uint32_t);
 constexpr size_t kCqDataSize = sizeof(uint64_t);  // RFC 7306 Immediate Data
-
-size_t param_size(const char* name, size_t dflt) {
-  size_t v = dflt;
-  fi_param_get_size_t(&g_prov, name, &v);
-  return v;
-}
 
 // Says why hints do not match (FI_LOG_LEVEL=info shows it) and fails.
 bool reject(const char* why) {
@@ -220,7 +215,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   if ((hcaps & FI_REMOTE_CQ_DATA) && !rx_cq_data)
     return reject("FI_REMOTE_CQ_DATA needs FI_RX_CQ_DATA mode");
   const size_t cq_data_size = rx_cq_data ? kCqDataSize : 0;
-  const size_t inject_size = param_size("inject_size", 512);
+  const size_t inject_size = static_cast<size_t>(settings::get_int(settings::Id::kInjectSize));
 
   // Asked-for primary caps plus all secondary ones (ofi_get_caps).
   uint64_t caps = hcaps ? (hcaps | kSecondaryCaps) : kDefaultCaps;
@@ -289,7 +284,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   t->msg_order = kMsgOrder;
   t->comp_order = FI_ORDER_NONE;
   t->inject_size = hinted(ht ? ht->inject_size : 0, inject_size);
-  t->size = hinted(ht ? ht->size : 0, std::min(param_size("tx_size", 256), kMaxQueue));
+  t->size = hinted(ht ? ht->size : 0, std::min(static_cast<size_t>(settings::get_int(settings::Id::kTxSize)), kMaxQueue));
   t->iov_limit = hinted(ht ? ht->iov_limit : 0, kMaxIov);
   t->rma_iov_limit = 1;
 
@@ -300,7 +295,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   r->msg_order = kMsgOrder;
   r->comp_order = FI_ORDER_NONE;
   r->total_buffered_recv = 0;
-  r->size = hinted(hr ? hr->size : 0, std::min(param_size("rx_size", 256), kMaxQueue));
+  r->size = hinted(hr ? hr->size : 0, std::min(static_cast<size_t>(settings::get_int(settings::Id::kRxSize)), kMaxQueue));
   r->iov_limit = hinted(hr ? hr->iov_limit : 0, kMaxIov);
   return true;
 }
@@ -311,8 +306,7 @@ sockaddr_in local_addr() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  char* s = nullptr;
-  if (fi_param_get_str(&g_prov, "addr", &s) == FI_SUCCESS && s && *s) inet_pton(AF_INET, s, &a.sin_addr);
+  if (settings::is_set(settings::Id::kAddr)) a.sin_addr = settings::get_ipv4(settings::Id::kAddr).addr;
   return a;
 }
 
@@ -320,6 +314,7 @@ size_t max_cm_data() { return Engine::kMaxPrivateData; }
 
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** out) {
+  if (!check_settings()) return -FI_EINVAL;  // fi_info shows why, not an empty list
   fi_info* info = fi_allocinfo();
   if (!info) return -FI_ENOMEM;
   if (!fill(version, hints, info)) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "prov/prov.h"
+#include "stack/common/settings.h"
 
 namespace softrdma::prov {
 
@@ -122,9 +123,7 @@ int ep_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
 
 // How long fi_connect keeps asking for a link to a live peer (see below).
 std::chrono::milliseconds connect_timeout() {
-  int ms = 30000;
-  fi_param_get_int(&g_prov, "connect_timeout_ms", &ms);
-  return std::chrono::milliseconds(ms);
+  return std::chrono::milliseconds(settings::get_int(settings::Id::kConnectTimeoutMs));
 }
 
 // On the DPDK mesh the first connect to a process sets up a memif link and

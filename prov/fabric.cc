@@ -98,6 +98,7 @@ fi_ops_fabric g_fabric_ops = {
 
 int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context) {
   if (attr && attr->name && std::strcmp(attr->name, "softrdma") != 0) return -FI_EINVAL;
+  if (!check_settings()) return -FI_EINVAL;
   auto* fab = new Fabric{};
   fab->fid.fid.fclass = FI_CLASS_FABRIC;
   fab->fid.fid.context = context;

@@ -57,6 +57,9 @@ T* from_fid(F* f) {
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info);
 sockaddr_in local_addr();          // the address endpoints bind to
+// True when every FI_SOFTRDMA_* setting is good; else prints the bad ones
+// to stderr (once a process for the same ones: fi_getinfo runs often).
+bool check_settings();
 size_t max_cm_data();              // CM private data an endpoint may carry
 
 // --- errors.cc ---

@@ -13,48 +13,35 @@
 #include <utility>
 
 #include "stack/common/pass_clock.h"
+#include "stack/common/settings.h"
 #include "stack/engine_conn.h"
 #include "stack/net/dpdk_transport.h"
 
 namespace softrdma {
 
-namespace {
-
-bool env_flag(const char* name, bool dflt) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "no") == 0 || std::strcmp(v, "off") == 0 ||
-           std::strcmp(v, "false") == 0);
-}
-
-}  // namespace
-
 EngineConfig EngineConfig::from_env() {
+  using settings::Id;
   EngineConfig c;
-  c.transport = "dpdk";  // configured engines run the product path by default
-  if (const char* t = std::getenv("FI_SOFTRDMA_TRANSPORT"); t && *t) c.transport = t;
-  c.crc = env_flag("FI_SOFTRDMA_CRC", c.crc);
-  c.markers = env_flag("FI_SOFTRDMA_MARKERS", c.markers);
-  if (const char* r = std::getenv("FI_SOFTRDMA_MPA_REV"); r && *r)
-    c.mpa_rev = static_cast<uint8_t>(std::atoi(r) == 1 ? 1 : 2);
-  if (const char* t = std::getenv("FI_SOFTRDMA_THREADING"); t && *t) {
-    if (!std::strcmp(t, "c1")) c.threading = Threading::kC1;
-    if (!std::strcmp(t, "c2")) c.threading = Threading::kC2;
-    if (!std::strcmp(t, "c3")) c.threading = Threading::kC3;
-  }
-  if (const char* w = std::getenv("FI_SOFTRDMA_WATCHDOG_US"); w && *w) c.watchdog_us = std::atoi(w);
-  if (const char* s = std::getenv("FI_SOFTRDMA_STATS"); s && *s) c.stats_to = s;
-  if (const char* r = std::getenv("FI_SOFTRDMA_RTR"); r && *r) {
-    if (!std::strcmp(r, "none")) c.rtr = iwarp::Rtr::kNone;
-    if (!std::strcmp(r, "read")) c.rtr = iwarp::Rtr::kRead;
-    if (!std::strcmp(r, "send")) c.rtr = iwarp::Rtr::kSend;
-    if (!std::strcmp(r, "write")) c.rtr = iwarp::Rtr::kWrite;
-  }
+  c.error = settings::check_env();
+  c.transport = settings::get_string(Id::kTransport);  // "dpdk" unless set: the product path
+  c.crc = settings::get_bool(Id::kCrc);
+  c.markers = settings::get_bool(Id::kMarkers);
+  c.mpa_rev = static_cast<uint8_t>(settings::get_int(Id::kMpaRev));
+  // In the order of each setting's choices.
+  static constexpr Threading kThreadings[] = {Threading::kC1, Threading::kC2, Threading::kC3};
+  c.threading = kThreadings[settings::get_choice(Id::kThreading)];
+  c.watchdog_us = static_cast<int>(settings::get_int(Id::kWatchdogUs));
+  c.stats_to = settings::get_string(Id::kStats);
+  static constexpr iwarp::Rtr kRtrs[] = {iwarp::Rtr::kWrite, iwarp::Rtr::kRead, iwarp::Rtr::kSend,
+                                         iwarp::Rtr::kNone};
+  c.rtr = kRtrs[settings::get_choice(Id::kRtr)];
   return c;
 }
 
 // "dpdk": lwIP on DPDK (the product path); "kernel": kernel TCP sockets.
-static std::unique_ptr<net::Transport> make_transport(const std::string& name) {
+static std::unique_ptr<net::Transport> make_transport(const EngineConfig& cfg) {
+  if (!cfg.error.empty()) return nullptr;  // the engine says why
+  const std::string& name = cfg.transport;
   if (name == "kernel") return net::make_kernel_tcp_transport();
   if (name != "dpdk") {
     std::fprintf(stderr, "softrdma: unknown transport '%s' (dpdk|kernel)\n", name.c_str());
@@ -63,10 +50,11 @@ static std::unique_ptr<net::Transport> make_transport(const std::string& name) {
   return net::make_dpdk_transport(net::DpdkTransportConfig::from_env());
 }
 
-Engine::Engine(const EngineConfig& cfg) : Engine(cfg, make_transport(cfg.transport)) {}
+Engine::Engine(const EngineConfig& cfg) : Engine(cfg, make_transport(cfg)) {}
 
 Engine::Engine(const EngineConfig& cfg, std::unique_ptr<net::Transport> transport)
-    : cfg_(cfg), transport_(std::move(transport)) {
+    : cfg_(cfg), transport_(cfg.error.empty() ? std::move(transport) : nullptr) {
+  if (!cfg_.error.empty()) std::fprintf(stderr, "%s\n", cfg_.error.c_str());
   if (transport_ && cfg_.threading != Threading::kC2) io_thread_ = std::thread([this] { io_loop(); });
   if (transport_ && cfg_.threading == Threading::kC2 && cfg_.watchdog_us > 0)
     watchdog_ = std::thread([this] { watchdog_loop(); });

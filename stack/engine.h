@@ -82,9 +82,12 @@ struct EngineConfig {
   // Where the engine writes its counters when it closes: "" nowhere,
   // "stderr", or a file it appends one line to (docs/counters.md).
   std::string stats_to;
+  // Bad FI_SOFTRDMA_* settings (settings::check_env), one a line: an engine
+  // with any does not start (ok() is false) and prints them.
+  std::string error;
 
   // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR, _THREADING,
-  // _WATCHDOG_US, _STATS.
+  // _WATCHDOG_US, _STATS, and checks every other setting too.
   static EngineConfig from_env();
 };
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "stack/common/pass_clock.h"
+#include "stack/common/settings.h"
 #include "stack/net/dpdk/port.h"
 #include "stack/net/fault_link.h"
 #include "stack/net/lwip/lwip_transport.h"
@@ -29,10 +30,7 @@ namespace {
 
 // FI_SOFTRDMA_DEBUG=1: the mesh says what it does, on stderr.
 bool debug() {
-  static const bool on = [] {
-    const char* v = std::getenv("FI_SOFTRDMA_DEBUG");
-    return v && *v && *v != '0';
-  }();
+  static const bool on = settings::get_bool(settings::Id::kDebug);
   return on;
 }
 
@@ -505,21 +503,15 @@ class DpdkTransport : public Transport {
 }  // namespace
 
 DpdkTransportConfig DpdkTransportConfig::from_env() {
+  using settings::Id;
   DpdkTransportConfig c;
-  auto env = [](const char* n) -> const char* {
-    const char* v = std::getenv(n);
-    return v && *v ? v : nullptr;
-  };
-  if (const char* v = env("FI_SOFTRDMA_DEVARGS")) c.devargs = v;
-  if (const char* v = env("FI_SOFTRDMA_ADDR")) {
-    std::string s = v;
-    size_t slash = s.find('/');
-    if (slash != std::string::npos) c.prefix = std::atoi(s.c_str() + slash + 1);
-    inet_pton(AF_INET, s.substr(0, slash).c_str(), &c.addr);
-  }
-  if (const char* v = env("FI_SOFTRDMA_GATEWAY")) inet_pton(AF_INET, v, &c.gateway);
-  if (const char* v = env("FI_SOFTRDMA_NETNS")) c.netns = v;
-  if (const char* v = env("FI_SOFTRDMA_MTU")) c.mtu = static_cast<uint32_t>(std::atoi(v));
+  c.devargs = settings::get_string(Id::kDevargs);
+  const settings::Ipv4 addr = settings::get_ipv4(Id::kAddr);
+  c.addr = addr.addr;
+  if (addr.prefix >= 0) c.prefix = addr.prefix;
+  c.gateway = settings::get_ipv4(Id::kGateway).addr;
+  c.netns = settings::get_string(Id::kNetns);
+  c.mtu = static_cast<uint32_t>(settings::get_int(Id::kMtu));  // 0 unless set
   return c;
 }
 

@@ -9,9 +9,10 @@
 #include <mutex>
 #include <random>
 #include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
+
+#include "stack/common/settings.h"
 
 namespace softrdma::net {
 namespace {
@@ -223,56 +224,18 @@ Totals& totals() {
 
 }  // namespace
 
-bool parse_fault_rates(const std::string& spec, FaultRates* out, std::string* error) {
-  FaultRates r;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    char* end = nullptr;
-    if (key == "seed") {
-      r.seed = std::strtoull(value.c_str(), &end, 0);
-    } else {
-      double* rate = key == "drop"      ? &r.drop
-                     : key == "dup"     ? &r.dup
-                     : key == "reorder" ? &r.reorder
-                     : key == "corrupt" ? &r.corrupt
-                     : key == "reset"   ? &r.reset
-                                        : nullptr;
-      if (rate == nullptr) {
-        *error = "unknown fault '" + key + "' (drop, dup, reorder, corrupt, reset, seed)";
-        return false;
-      }
-      *rate = std::strtod(value.c_str(), &end);
-      if (!(*rate >= 0 && *rate <= 1)) {
-        *error = "fault rate " + item + " outside [0, 1]";
-        return false;
-      }
-    }
-    if (value.empty() || end == nullptr || *end != '\0') {
-      *error = "malformed fault setting '" + item + "'";
-      return false;
-    }
-  }
-  *out = r;
-  return true;
-}
-
 std::unique_ptr<FrameLink> with_faults(std::unique_ptr<FrameLink> inner, const FaultRates& rates) {
   if (!rates.any()) return inner;
   return std::make_unique<FaultLink>(std::move(inner), rates);
 }
 
 std::unique_ptr<FrameLink> with_faults_from_env(std::unique_ptr<FrameLink> inner) {
-  const char* v = std::getenv("FI_SOFTRDMA_FAULTS");
-  if (v == nullptr || *v == '\0') return inner;
+  const std::string v = settings::get_string(settings::Id::kFaults);
+  if (v.empty()) return inner;
   FaultRates r;
   std::string err;
   if (!parse_fault_rates(v, &r, &err)) {
-    std::fprintf(stderr, "softrdma: FI_SOFTRDMA_FAULTS ignored: %s\n", err.c_str());
+    std::fprintf(stderr, "softrdma: FI_SOFTRDMA_FAULTS=%s ignored: %s\n", v.c_str(), err.c_str());
     return inner;
   }
   return with_faults(std::move(inner), r);

@@ -17,16 +17,10 @@
 #include <memory>
 #include <string>
 
+#include "stack/common/fault_rates.h"
 #include "stack/net/frame_link.h"
 
 namespace softrdma::net {
-
-struct FaultRates {
-  double drop = 0, dup = 0, reorder = 0, corrupt = 0;  // probabilities per frame
-  double reset = 0;  // per received TCP segment (not SYN, FIN or RST)
-  uint64_t seed = 1;  // mixed with the pid: two processes never fail in lockstep
-  bool any() const { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0 || reset > 0; }
-};
 
 struct FaultCounters {
   uint64_t dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, reset = 0;
@@ -40,14 +34,11 @@ struct FaultCounters {
   }
 };
 
-// Parses "key=value,..." (keys as above); false with *error on a bad key,
-// a rate outside [0, 1] or a malformed number.
-bool parse_fault_rates(const std::string& spec, FaultRates* out, std::string* error);
-
 std::unique_ptr<FrameLink> with_faults(std::unique_ptr<FrameLink> inner, const FaultRates& rates);
 
 // with_faults(inner, $FI_SOFTRDMA_FAULTS) when that variable is set, else
-// inner. A malformed setting is reported on stderr and leaves inner as is.
+// inner. A malformed setting is reported on stderr and leaves inner as is
+// (the engine has refused it already: settings::check_env).
 std::unique_ptr<FrameLink> with_faults_from_env(std::unique_ptr<FrameLink> inner);
 
 // What a link made by with_faults injected so far; zeros for other links.

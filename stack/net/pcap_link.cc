@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "stack/common/settings.h"
+
 namespace softrdma::net {
 namespace {
 
@@ -182,10 +184,10 @@ std::unique_ptr<FrameLink> with_pcap(std::unique_ptr<FrameLink> inner, const std
 }
 
 std::unique_ptr<FrameLink> with_pcap_from_env(std::unique_ptr<FrameLink> inner) {
-  const char* v = std::getenv("FI_SOFTRDMA_PCAP");
-  if (v == nullptr || *v == '\0') return inner;
+  const std::string v = settings::get_string(settings::Id::kPcap);
+  if (v.empty()) return inner;
   std::string path;
-  for (const char* c = v; *c != '\0'; ++c) {
+  for (const char* c = v.c_str(); *c != '\0'; ++c) {
     if (c[0] == '%' && c[1] == 'p') {
       path += std::to_string(getpid());
       ++c;

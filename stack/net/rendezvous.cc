@@ -16,12 +16,14 @@
 #include <algorithm>
 #include <fstream>
 
+#include "stack/common/settings.h"
+
 namespace softrdma::net {
 
 namespace {
 
 std::string pick_dir() {
-  if (const char* d = std::getenv("FI_SOFTRDMA_RUNDIR"); d && *d) return d;
+  if (std::string d = settings::get_string(settings::Id::kRundir); !d.empty()) return d;
   for (std::string d : {std::string("/run/softrdma"),
                         "/tmp/softrdma-" + std::to_string(::getuid())}) {
     ::mkdir(d.c_str(), 0700);

@@ -22,6 +22,8 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 
+#include "stack/common/settings.h"
+
 namespace softrdma::net {
 namespace {
 
@@ -77,10 +79,10 @@ std::vector<std::string> build_args(const EalOptions& o, int lcore_cpu) {
 
 EalOptions EalOptions::from_env() {
   EalOptions o;
-  if (const char* a = std::getenv("FI_SOFTRDMA_EAL_ARGS"); a != nullptr) o.extra_args = a;
-  if (const char* h = std::getenv("FI_SOFTRDMA_HUGEPAGES"); h != nullptr) o.hugepages = std::atoi(h) != 0;
-  const char* d = std::getenv("FI_SOFTRDMA_DEVARGS");
-  o.pci = d != nullptr && *d != '\0' && std::string_view(d).substr(0, 4) != "net_";
+  o.extra_args = settings::get_string(settings::Id::kEalArgs);
+  o.hugepages = settings::get_bool(settings::Id::kHugepages);
+  const std::string d = settings::get_string(settings::Id::kDevargs);
+  o.pci = !d.empty() && d.substr(0, 4) != "net_";
   // Only that device: the PCI scan must not touch the host's other NICs.
   if (o.pci && o.extra_args.find("-a ") == std::string::npos &&
       o.extra_args.find("--allow") == std::string::npos)

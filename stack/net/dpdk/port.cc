@@ -35,6 +35,7 @@
 #include <rte_mempool.h>
 #include <rte_pause.h>
 
+#include "stack/common/settings.h"
 #include "stack/net/dpdk/eal.h"
 #include "stack/net/dpdk/memif_guard.h"
 
@@ -68,9 +69,8 @@ uint32_t data_room_for(uint32_t mtu) {
 // that runs dry is back-pressure (tx_begin refuses, rx leaves frames in the
 // ring), never loss.
 uint32_t pool_mbufs(const PortOptions& o) {
-  const char* v = std::getenv("FI_SOFTRDMA_MBUFS");
-  if (v == nullptr || *v == '\0') return o.pool_mbufs;
-  return std::max<uint32_t>(64, static_cast<uint32_t>(std::strtoul(v, nullptr, 10)));
+  if (!settings::is_set(settings::Id::kMbufs)) return o.pool_mbufs;
+  return static_cast<uint32_t>(settings::get_int(settings::Id::kMbufs));
 }
 
 // The process's pools: one for every port but af_xdp, one for af_xdp ports
@@ -562,7 +562,7 @@ bool DpdkPortImpl::open(const PortOptions& o, std::string* why) {
   // The driver is loaded now: its unmapping of a link's rings waits for
   // bursts in progress (memif_guard.cc). Without the guard memif still works,
   // with the window the guard closes.
-  if (memif_ && !memif_guard::install() && std::getenv("FI_SOFTRDMA_DEBUG"))
+  if (memif_ && !memif_guard::install() && settings::get_bool(settings::Id::kDebug))
     std::fprintf(stderr, "softrdma: memif guard not installed\n");
   return start(o, start_rc, why);
 }
