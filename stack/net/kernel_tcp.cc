@@ -41,12 +41,6 @@
 namespace softrdma::net {
 namespace {
 
-// MPA's ULPDU_Length is 16 bits, so an FPDU (length, ULPDU, pad, CRC) never
-// needs more than ~64 KiB; this cap keeps it under 64 KiB and 4-aligned.
-constexpr size_t kFpduCap = 65536 - 8;
-// Floor for tiny or unknown MSS values: smaller FPDUs would waste most of
-// each one on headers, and TCP segments them fine anyway.
-constexpr size_t kMinFpdu = 1024;
 // A receive remainder up to this size is moved to the buffer front when the
 // tail hits the end. It must exceed one FPDU, or an engine that consumes only
 // whole FPDUs could wait forever on a partial one stuck at the end.
@@ -111,7 +105,7 @@ class TcpConn final : public StreamConn, public PollItem {
   // and a non-empty backlog means the socket buffer is full, so pushing now
   // would only hit EAGAIN; EPOLLOUT drains the backlog as soon as it can.
   void tx_flush() override {}
-  size_t max_fpdu() const override { return max_fpdu_; }
+  size_t max_segment() const override { return max_segment_; }
   void close() override;
   void abort() override;
   sockaddr_in local_addr() const override { return local_; }
@@ -179,7 +173,7 @@ class TcpConn final : public StreamConn, public PollItem {
   size_t tx_head_ = 0;
   size_t tx_len_ = 0;
 
-  size_t max_fpdu_ = kMinFpdu;
+  size_t max_segment_ = kNoSegmentLimit;  // the kernel's MSS once connected
   sockaddr_in local_{};
   sockaddr_in peer_{};
 };
@@ -279,15 +273,13 @@ void TcpConn::start_accepted() {
 void TcpConn::cache_endpoints() {
   local_ = sock_name(fd_, false);
   peer_ = sock_name(fd_, true);
-  // Loopback reports an MSS near 64 KiB, Ethernet ~1448; FPDUs sized to one
-  // segment let TCP segment boundaries and FPDU boundaries line up.
+  // Loopback reports an MSS near 64 KiB, Ethernet ~1448; iWARP sizes its
+  // FPDUs to it, so TCP segment and FPDU boundaries line up.
   int mss = 0;
   socklen_t len = sizeof(mss);
-  size_t v = kMinFpdu;
   if (::getsockopt(fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0) {
-    v = std::min(static_cast<size_t>(mss), kFpduCap) & ~size_t{3};
+    max_segment_ = static_cast<size_t>(mss);
   }
-  max_fpdu_ = std::max(v, kMinFpdu);
 }
 
 bool TcpConn::rx_compactable() const {

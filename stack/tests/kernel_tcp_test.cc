@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "stack/iwarp/fpdu_size.h"
+
 namespace softrdma::net {
 namespace {
 
@@ -179,7 +181,7 @@ TEST_F(KernelTcpTest, ListenConnectAccept) {
   EXPECT_NE(client_->local_addr().sin_port, 0);
 
   for (StreamConn* c : {client_, server_}) {
-    size_t m = c->max_fpdu();
+    size_t m = iwarp::fpdu_size(c->max_segment());
     EXPECT_GE(m, 1024u);
     EXPECT_LE(m, 65536u - 8);
     EXPECT_EQ(m % 4, 0u);

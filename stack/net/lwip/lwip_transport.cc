@@ -54,10 +54,6 @@ namespace softrdma::net {
 namespace {
 
 constexpr int kRxBurst = 32;
-// MPA's ULPDU_Length is 16 bits: keep FPDUs under 64 KiB and 4-aligned; and
-// never below 1 KiB, where headers would eat most of each FPDU (as kernel_tcp).
-constexpr size_t kFpduCap = 65536 - 8;
-constexpr size_t kMinFpdu = 1024;
 // tcp_write takes a u16 length.
 constexpr size_t kMaxWrite = 0xFFFF;
 // Gather lists up to this size are joined into one tcp_write.
@@ -169,7 +165,7 @@ class Conn final : public StreamConn {
   int tx_send(const iovec* iov, int cnt, size_t total) override;
   void tx_flush() override;
   int write_locked(const iovec* iov, int cnt);
-  size_t max_fpdu() const override { return max_fpdu_; }
+  size_t max_segment() const override { return max_segment_; }
   void close() override;
   void abort() override;
   sockaddr_in local_addr() const override { return local_; }
@@ -225,7 +221,7 @@ class Conn final : public StreamConn {
   uint32_t snd_max_ = 0;  // highest sequence sent + 1 (retransmit counter)
   bool snd_max_valid_ = false;
 
-  size_t max_fpdu_ = kMinFpdu;
+  size_t max_segment_ = 536;  // TCP's default MSS, until lwIP settles on one
   sockaddr_in local_{};
   sockaddr_in peer_{};
 };
@@ -470,10 +466,9 @@ void Conn::cache_endpoints() {
   if (pcb_ == nullptr) return;
   local_ = make_sockaddr(ip4_addr_get_u32(ip_2_ip4(&pcb_->local_ip)), pcb_->local_port);
   peer_ = make_sockaddr(ip4_addr_get_u32(ip_2_ip4(&pcb_->remote_ip)), pcb_->remote_port);
-  // One FPDU per segment: the MSS lwIP settled on (peer's option, bounded by
-  // the outgoing link's MTU).
-  size_t mss = tcp_mss(pcb_);
-  max_fpdu_ = std::max(std::min(mss, kFpduCap) & ~size_t{3}, kMinFpdu);
+  // The MSS lwIP settled on (peer's option, bounded by the outgoing link's
+  // MTU): iWARP sizes its FPDUs to it.
+  max_segment_ = tcp_mss(pcb_);
 }
 
 void Conn::notify(EvKind kind, int err) {

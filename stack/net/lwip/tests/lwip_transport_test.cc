@@ -288,7 +288,7 @@ TEST_F(LwipTest, ListenConnectAccept) {
   EXPECT_EQ(server_->local_addr().sin_port, la.sin_port);
 
   for (StreamConn* c : {client_, server_}) {
-    EXPECT_EQ(c->max_fpdu(), 1460u) << "one FPDU per MSS-1460 segment on a 1500-byte link";
+    EXPECT_EQ(c->max_segment(), 1460u) << "MSS 1460 on a 1500-byte link";
     EXPECT_EQ(c->tx_space(), kLwipMaxTxSpace);
   }
   RxView v;
