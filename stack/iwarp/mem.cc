@@ -66,4 +66,16 @@ AccessResult MrTable::check(uint32_t stag, const Pd* pd, uint64_t to, uint64_t l
   return AccessResult::kOk;
 }
 
+const char* to_string(AccessResult r) {
+  switch (r) {
+    case AccessResult::kOk: return "ok";
+    case AccessResult::kInvalidStag: return "invalid STag";
+    case AccessResult::kPdMismatch: return "STag of another PD";
+    case AccessResult::kAccessRights: return "access rights";
+    case AccessResult::kBaseBounds: return "base or bounds";
+    case AccessResult::kToWrap: return "TO wrap";
+  }
+  return "?";
+}
+
 }  // namespace softrdma::iwarp

@@ -138,4 +138,15 @@ bool mpa_settle(const MpaParams& req, const MpaParams& rep, MpaResult* out) {
   return true;
 }
 
+const char* to_string(MpaStatus s) {
+  switch (s) {
+    case MpaStatus::kNeedMore: return "need more";
+    case MpaStatus::kDone: return "done";
+    case MpaStatus::kBadKey: return "bad key";
+    case MpaStatus::kBadRev: return "bad revision";
+    case MpaStatus::kBadLength: return "bad private data length";
+  }
+  return "?";
+}
+
 }  // namespace softrdma::iwarp

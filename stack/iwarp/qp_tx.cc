@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "stack/iwarp/fpdu_size.h"
 #include "stack/iwarp/qp.h"
 #include "stack/iwarp/tx_frame.h"
 
@@ -203,10 +204,7 @@ bool Qp::tx_fpdu() {
   const bool tagged =
       tx_.op == RdmapOpcode::kRdmaWrite || tx_.op == RdmapOpcode::kRdmaReadResp;
   const size_t hdr = hdr_len(tagged);
-  // The MPA length field is 16 bits: no FPDU beyond 64 KiB, whatever the
-  // transport's segment size.
-  constexpr size_t kMaxFpdu = 65528;
-  size_t max = std::min(conn_->max_fpdu(), kMaxFpdu);
+  size_t max = fpdu_size(conn_->max_segment());
   if (mpa_.tx_markers) max -= (max / kMpaMarkerInterval + 2) * kMpaMarkerSize;
   const size_t room = max - hdr - 3 - kMpaCrcSize;
   const uint64_t chunk = std::min<uint64_t>(tx_.total - tx_.sent, room);

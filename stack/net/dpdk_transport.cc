@@ -305,7 +305,7 @@ class Mesh {
   // All our server ends share one memif socket. DPDK 22.11 frees a socket's
   // state with its last device but leaves the listener registered with the
   // interrupt thread, which costs a descriptor per socket ever closed
-  // (port.cc, retire_memif_listener): one per peer process for a long-lived
+  // (memif_quirks.cc, retire_memif_listener): one per peer process for a long-lived
   // server. An idle device with id 0 (pids are never 0), never connected or
   // polled, keeps the socket for the process's lifetime instead.
   void open_anchor() {

@@ -21,7 +21,7 @@ struct KernelTcpOptions {
   size_t rx_buffer_bytes = size_t{1} << 20;
   // Per-connection transmit backlog for bytes the kernel did not take yet;
   // tx_space() is what is left of it. Raised to kKernelTcpMinTxBacklog if
-  // smaller, so a max_fpdu() FPDU always fits.
+  // smaller, so the largest FPDU (64 KiB) always fits.
   size_t tx_backlog_bytes = size_t{4} << 20;
 };
 

@@ -27,6 +27,9 @@
 
 namespace softrdma::net {
 
+// StreamConn::max_segment() of a stream with no segment size to align to.
+inline constexpr size_t kNoSegmentLimit = SIZE_MAX;
+
 struct RxView {
   const uint8_t* data;
   size_t len;
@@ -51,8 +54,10 @@ class StreamConn {
   // Pushes queued bytes to the wire now (transports may batch until then).
   virtual void tx_flush() = 0;
 
-  // Largest FPDU (all headers, payload, pad and CRC) that fits one segment.
-  virtual size_t max_fpdu() const = 0;
+  // Payload bytes of the largest segment the stream sends (its TCP MSS), so
+  // the layer above can line its messages up with segments (iWARP's FPDUs,
+  // stack/iwarp/fpdu_size.h); kNoSegmentLimit when there is none to know.
+  virtual size_t max_segment() const = 0;
 
   // Graceful close after queued bytes drain; abort() resets at once.
   virtual void close() = 0;

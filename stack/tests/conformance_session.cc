@@ -8,7 +8,7 @@
 //
 // Output (stdout, or the file given with --out): the messages this session
 // put on the wire, one line each, in the order each side sent them. FPDU
-// segmentation depends on the transport's max_fpdu (the TCP MSS), so only
+// segmentation depends on the transport's max_segment (the TCP MSS), so only
 // what is deterministic is listed: per message its direction, RDMAP opcode
 // and DDP payload length (the octets after the DDP/RDMAP header, RFC 5041 §4):
 //

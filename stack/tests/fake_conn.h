@@ -121,7 +121,7 @@ class FakeConn : public net::StreamConn {
   }
 
   void tx_flush() override { ++flushes_; }
-  size_t max_fpdu() const override { return cfg_.max_fpdu; }
+  size_t max_segment() const override { return cfg_.max_fpdu; }
   void close() override { closed_ = true; }
   void abort() override { aborted_ = true; }
   sockaddr_in local_addr() const override { return addr(1); }

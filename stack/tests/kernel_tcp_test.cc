@@ -8,6 +8,7 @@
 #include <chrono>
 #include <vector>
 
+#include "stack/iwarp/fpdu_size.h"
 #include "stack/net/kernel_tcp.h"
 #include "stack/tests/kernel_tcp_harness.h"
 #include "stack/tests/transport_fixture.h"
@@ -27,7 +28,7 @@ TEST_F(KernelTcpTest, OptionsAreRaisedToTheMinimum) {
   a_ = b_ = own_a_.get();
   connect_pair();
   EXPECT_EQ(client_->tx_space(), kKernelTcpMinTxBacklog);
-  std::vector<uint8_t> fpdu(client_->max_fpdu(), 3);
+  std::vector<uint8_t> fpdu(iwarp::fpdu_size(client_->max_segment()), 3);
   iovec iov{fpdu.data(), fpdu.size()};
   ASSERT_EQ(client_->tx_send(&iov, 1, fpdu.size()), 0);
   Sink sink{&fpdu};

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "stack/iwarp/fpdu_size.h"
 #include "stack/net/lwip/tests/lwip_harness.h"
 #include "stack/tests/kernel_tcp_harness.h"
 #include "stack/tests/transport_fixture.h"
@@ -69,7 +70,7 @@ TYPED_TEST(TransportContract, ListenConnectAccept) {
   EXPECT_EQ(server->local_addr().sin_port, la.sin_port);
 
   for (StreamConn* c : {client, server}) {
-    size_t m = c->max_fpdu();
+    size_t m = iwarp::fpdu_size(c->max_segment());
     EXPECT_GE(m, 1024u);
     EXPECT_LE(m, 65536u - 8);
     EXPECT_EQ(m % 4, 0u);

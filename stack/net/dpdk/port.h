@@ -27,7 +27,7 @@ struct PortOptions {
   // mtu (memif in 22.11 corrupts frames chained over descriptors). A client
   // sends at once, but a server's frames need the client to have polled rx
   // once (the client's rx_burst hands the server its buffers). memif control
-  // calls run on EAL's interrupt thread (see port.cc for the 22.11 races).
+  // calls run on EAL's interrupt thread (memif_quirks.cc: the 22.11 races).
   std::string devargs;
   uint32_t mtu = 1500;  // IP MTU; frames up to mtu + 14 (+ 4 with a VLAN tag)
   uint16_t rx_descriptors = 1024;

@@ -15,7 +15,7 @@
 //  - Nothing happens between polls: a peer's RST is seen by the next poll of
 //    any transport, not by tx_send.
 //  - rx_peek lends one view per received segment (the frame buffers
-//    themselves); max_fpdu() is the connection's MSS rounded down to 4.
+//    themselves); max_segment() is the connection's MSS.
 //  - tx_space() is at most kLwipMaxTxSpace: bytes beyond the peer's window
 //    wait in lwIP's unsent queue, whose length every send pays for. If the
 //    shared segment pools run dry mid-send, the tail is parked in the

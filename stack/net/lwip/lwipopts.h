@@ -10,7 +10,7 @@
 #define SOFTRDMA_LWIPOPTS_H
 
 // --- Threading ---------------------------------------------------------------
-// No tcpip thread and no OS layer: lwip_transport.cc calls the raw API under
+// No tcpip thread and no OS layer: the lwIP transport calls the raw API under
 // one process-wide mutex of its own, so lwIP needs no locking (the Debian
 // package's SYS_LIGHTWEIGHT_PROT cost 2-7% of busy time in the prototype).
 #define NO_SYS 1

@@ -7,7 +7,7 @@
 //         + 1464), or a loopback copy of a 1500-byte IP packet (40 + 1500)
 //   9040  one MSS-8960 segment (80 + 8960), or a loopback copy of a
 //         9000-byte packet (lwIP's own loopback interface uses MSS 8960)
-// lwip_transport.cc static_asserts these against lwIP's real layout.
+// lwip_frames.cc static_asserts these against lwIP's real layout.
 // The counts bound the bytes in flight over all connections (about 18 MiB at
 // MSS 1460, 18 MiB at MSS 8960); when a class runs dry the next bigger one
 // is tried, then tcp_write reports ERR_MEM and the transport parks the bytes.

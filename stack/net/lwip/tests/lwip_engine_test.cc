@@ -289,7 +289,7 @@ void measure(const char* ip0, const char* ip1, const char* label) {
   // One-way bulk with 64 KiB sends and with MSS-sized (FPDU-like) sends.
   eb.read_hook = [&](StreamConn* x) { got += consume_all(x); };
   ea.read_hook = nullptr;
-  for (size_t piece : {size_t{64} << 10, c->max_fpdu()}) {
+  for (size_t piece : {size_t{64} << 10, c->max_segment()}) {
     constexpr size_t kTotal = size_t{512} << 20;
     std::vector<uint8_t> buf(piece, 0x5A);
     got = 0;

@@ -28,7 +28,7 @@ TEST_F(LwipTest, RoutedHandshakeAndSegmentSizedFpdus) {
   uint64_t a_tx = tx_packets(w.link[0]), b_tx = tx_packets(w.link[1]);
   connect_pair();
   for (StreamConn* c : {client_, server_}) {
-    EXPECT_EQ(c->max_fpdu(), 1460u) << "one FPDU per MSS-1460 segment on a 1500-byte link";
+    EXPECT_EQ(c->max_segment(), 1460u) << "MSS 1460 on a 1500-byte link";
   }
   // The handshake crossed the pipe both ways: routed, not looped back.
   EXPECT_GT(tx_packets(w.link[0]), a_tx);

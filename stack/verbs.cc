@@ -1,7 +1,5 @@
-// to_string() for every enum a log line or a test message prints.
-#include "stack/engine.h"
-#include "stack/iwarp/mem.h"
-#include "stack/iwarp/mpa.h"
+// to_string() for the verbs enums (verbs.h) that log lines and test
+// messages print.
 #include "stack/verbs.h"
 
 namespace softrdma {
@@ -61,30 +59,4 @@ const char* to_string(QpState s) {
   return "?";
 }
 
-namespace iwarp {
-
-const char* to_string(AccessResult r) {
-  switch (r) {
-    case AccessResult::kOk: return "ok";
-    case AccessResult::kInvalidStag: return "invalid STag";
-    case AccessResult::kPdMismatch: return "STag of another PD";
-    case AccessResult::kAccessRights: return "access rights";
-    case AccessResult::kBaseBounds: return "base or bounds";
-    case AccessResult::kToWrap: return "TO wrap";
-  }
-  return "?";
-}
-
-const char* to_string(MpaStatus s) {
-  switch (s) {
-    case MpaStatus::kNeedMore: return "need more";
-    case MpaStatus::kDone: return "done";
-    case MpaStatus::kBadKey: return "bad key";
-    case MpaStatus::kBadRev: return "bad revision";
-    case MpaStatus::kBadLength: return "bad private data length";
-  }
-  return "?";
-}
-
-}  // namespace iwarp
 }  // namespace softrdma
