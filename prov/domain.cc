@@ -40,7 +40,7 @@ int domain_ops_open(fid*, const char* name, uint64_t, void** ops, void*) {
   if (open_counters_ops(name, ops)) return 0;
   if (!name || std::strcmp(name, kFlowCtrlOpsName) != 0) return -FI_ENOSYS;
   *ops = flow_ctrl_ops();
-  return 0;
+  return *ops ? 0 : -FI_ENOSYS;  // null: rxm's layout not known under this libfabric
 }
 
 fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind, no_control, domain_ops_open,

@@ -134,6 +134,9 @@ std::chrono::milliseconds connect_timeout() {
 // The half-made link stays and the peer's answer is still queued, so a
 // second attempt picks up where the first stopped. A dead or unknown peer
 // is -FI_ECONNREFUSED at once, so this never waits on a process that left.
+// Open: each attempt blocks in the mesh's link set-up (up to 10 s, holding
+// the engine's API lock), so one slow link stalls the process's other
+// connections; an asynchronous first connect would not.
 int connect_with_retry(Ep* ep, const void* param, size_t len) {
   const auto end = std::chrono::steady_clock::now() + connect_timeout();
   for (;;) {

@@ -20,20 +20,20 @@
 //    credits (the send handler), whose rxm hands them to add_credits.
 // Until rxm enables it for a connection (both ends said they can, in the
 // connection's private data), nothing is counted. The structure's layout is
-// libfabric's (include/ofi_util.h in its sources, not installed).
+// libfabric's (flow_ctrl_layout.h): under a libfabric whose layout is not
+// known to match, the ops are not offered and rxm sends without counting.
+//
+// Without these ops (another libfabric, or an FI_EP_MSG application other
+// than rxm that sends more than the peer posted) a Send that finds no
+// receive still ends the connection with a Terminate, as RFC 5041 has it.
+// An engine option that stalls the stream instead (stop reading until a
+// receive is posted, as TCP backpressure would) would make that softer.
+#include "prov/flow_ctrl_layout.h"
 #include "prov/prov.h"
 
 namespace softrdma::prov {
 
 namespace {
-
-struct FlowCtrlOps {
-  size_t size;
-  bool (*available)(fid_ep* ep);
-  int (*enable)(fid_ep* ep, uint64_t threshold);
-  void (*add_credits)(fid_ep* ep, uint64_t credits);
-  void (*set_send_handler)(fid_domain* domain, ssize_t (*send_handler)(fid_ep* ep, uint64_t credits));
-};
 
 bool fc_available(fid_ep*) { return true; }
 
@@ -75,7 +75,28 @@ FlowCtrlOps g_flow_ctrl_ops = {sizeof(FlowCtrlOps), fc_available, fc_enable, fc_
 }  // namespace
 
 const char* const kFlowCtrlOpsName = "ofix_flow_ctrl_v1";
-void* flow_ctrl_ops() { return &g_flow_ctrl_ops; }
+
+namespace {
+
+// By the libfabric that loaded us (not the headers we were built with).
+bool rxm_layout_matches() {
+  const uint32_t v = fi_version();
+  if (flow_ctrl_layout_known(v)) return true;
+  FI_WARN(&g_prov, FI_LOG_DOMAIN,
+          "ofi_rxm flow control not offered: libfabric %u.%u's %s layout is not known to match "
+          "ours (checked: 1.17); rxm sends without credits, a peer out of receives ends the "
+          "connection\n",
+          FI_MAJOR(v), FI_MINOR(v), kFlowCtrlOpsName);
+  return false;
+}
+
+}  // namespace
+
+// Null when not offered (decided, and warned about, once).
+void* flow_ctrl_ops() {
+  static const bool offered = rxm_layout_matches();
+  return offered ? &g_flow_ctrl_ops : nullptr;
+}
 
 bool consumes_recv(WrOpcode op) {
   return op == WrOpcode::kSend || op == WrOpcode::kSendWithInv || op == WrOpcode::kWriteWithImm ||

@@ -4,8 +4,8 @@
 # the same tests rebuilt, but memcheck also sees what their instrumentation
 # does not (uninitialised bytes reaching a syscall or a branch). Tests whose
 # checks are timing-bound under a 20-50x slowdown (perf metrics, two threads
-# racing a deadline, 120 MB through exhausted pools) are filtered out; the
-# DPDK port tests are covered by ASan.
+# racing a deadline, 120 MB through exhausted pools, 4 GiB through the CRC)
+# are filtered out; the DPDK port tests are covered by ASan.
 #
 # usage: scripts/valgrind.sh [build-dir]   (default build/)
 set -euo pipefail
@@ -14,7 +14,7 @@ build=${1:-build}
 command -v valgrind >/dev/null || { echo "valgrind.sh: valgrind not installed" >&2; exit 2; }
 
 tests=(
-  "stack/tests/crc32c_test"
+  "stack/tests/crc32c_test --gtest_filter=-Crc32cTest.LengthBeyondIntRange"
   "stack/tests/wire_test"
   "stack/tests/mem_test"
   "stack/tests/mpa_test"
