@@ -146,11 +146,12 @@ void shutdown_case(bool client_closes) {
   ASSERT_EQ(fi_recv(peer.ep, buf[1], 64, nullptr, 0, buf[1]), 0);
   ASSERT_EQ(fi_shutdown(closer.ep, 0), 0);
   uint32_t event = 0;
-  fi_eq_entry entry{};
+  fi_eq_cm_entry entry{};
   ssize_t rd = eq_wait(peer.eq, &event, &entry, sizeof(entry));
   ASSERT_EQ(rd, static_cast<ssize_t>(sizeof(entry))) << fi_strerror(static_cast<int>(-rd));
   EXPECT_EQ(event, FI_SHUTDOWN);
   EXPECT_EQ(entry.fid, &peer.ep->fid);
+  EXPECT_EQ(entry.info, nullptr);
   // The peer's posted receives are flushed as canceled.
   for (int i = 0; i < 2; ++i) {
     fi_cq_data_entry e;
@@ -172,6 +173,44 @@ void shutdown_case(bool client_closes) {
 
 TEST(Cm, ClientShutdownGivesPeerFiShutdown) { shutdown_case(true); }
 TEST(Cm, ServerShutdownGivesPeerFiShutdown) { shutdown_case(false); }
+
+// fi_eq(3): FI_CONNECTED and FI_SHUTDOWN are struct fi_eq_cm_entry, so a
+// buffer of exactly that size takes them, through fi_eq_read and fi_eq_sread.
+ssize_t read_cm_entry(fid_eq* eq, bool blocking, uint32_t* event, fi_eq_cm_entry* e) {
+  if (blocking) return fi_eq_sread(eq, event, e, sizeof(*e), kWaitMs, 0);
+  return eq_wait(eq, event, e, sizeof(*e));
+}
+
+void expect_cm_entry(fid_eq* eq, bool blocking, uint32_t want, fid_ep* ep) {
+  uint32_t event = 0;
+  fi_eq_cm_entry e{};
+  e.info = reinterpret_cast<fi_info*>(0x1);  // must be overwritten
+  const ssize_t rd = read_cm_entry(eq, blocking, &event, &e);
+  ASSERT_EQ(rd, static_cast<ssize_t>(sizeof(e)))
+      << (blocking ? "fi_eq_sread: " : "fi_eq_read: ") << fi_strerror(static_cast<int>(-rd));
+  EXPECT_EQ(event, want);
+  EXPECT_EQ(e.fid, &ep->fid);
+  EXPECT_EQ(e.info, nullptr);
+}
+
+void cm_entry_case(bool blocking) {
+  Fabric f;
+  f.listen();
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  auto c = f.open_ep(f.info());
+  ASSERT_EQ(fi_connect(c->ep, &f.addr(), nullptr, 0), 0);
+  Info req = wait_connreq(f.pep_eq());
+  ASSERT_TRUE(req);
+  auto s = f.open_ep(req.get());
+  ASSERT_EQ(fi_accept(s->ep, nullptr, 0), 0);
+  expect_cm_entry(c->eq, blocking, FI_CONNECTED, c->ep);
+  expect_cm_entry(s->eq, blocking, FI_CONNECTED, s->ep);
+  ASSERT_EQ(fi_shutdown(c->ep, 0), 0);
+  expect_cm_entry(s->eq, blocking, FI_SHUTDOWN, s->ep);
+}
+
+TEST(Cm, ConnectedAndShutdownFitACmEntryRead) { cm_entry_case(false); }
+TEST(Cm, ConnectedAndShutdownFitACmEntrySread) { cm_entry_case(true); }
 
 TEST(Cm, NoListenerGivesErrorEvent) {
   Fabric f;

@@ -150,12 +150,7 @@ void Fabric::dispatch_cm() {
         break;
       case CmEventType::kDisconnected:
         if (ev.status == 0) {
-          EqItem it{.event = FI_SHUTDOWN, .error = false, .fid = f};
-          it.buf.resize(sizeof(fi_eq_entry));
-          auto* e = reinterpret_cast<fi_eq_entry*>(it.buf.data());
-          e->fid = f;
-          e->context = f->context;
-          ep->eq->push(std::move(it));
+          ep->eq->push(cm_item(FI_SHUTDOWN, f, nullptr, {}));
         } else {
           // A Terminate's cause, else the stream's -errno (see errors.cc).
           int prov_errno = ev.term ? static_cast<int>(ev.term) : ev.status;
