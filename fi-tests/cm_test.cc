@@ -1,7 +1,10 @@
 // Connection management on FI_EP_MSG: private data both ways, reject with
 // private data, shutdown, unreachable peers, names, EQ semantics.
 #include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "fi-tests/fi_test.h"
@@ -297,6 +300,74 @@ TEST(Cm, ListenerPortInUse) {
   ASSERT_EQ(fi_pep_bind(pep2, &f.pep_eq()->fid, 0), 0);
   EXPECT_EQ(fi_listen(pep2), -FI_EADDRINUSE);
   EXPECT_EQ(fi_close(&pep2->fid), 0);
+}
+
+// A kernel TCP socket with SO_REUSEADDR, as servers make them, on 127.0.0.1:port.
+int reuse_socket(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  EXPECT_EQ(::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)), 0);
+  sockaddr_in a = loopback(port);
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
+}
+
+// Kernel TCP connections on a port end, the server's side closing first:
+// they sit in TIME-WAIT on that port for a minute. The port is free for a
+// listener all the same, as it is for any kernel server with SO_REUSEADDR.
+TEST(Cm, ListenOnAPortInTimeWait) {
+  int ls = reuse_socket(0);
+  ASSERT_GE(ls, 0);
+  ASSERT_EQ(::listen(ls, 8), 0);
+  sockaddr_in addr{};
+  socklen_t alen = sizeof(addr);
+  ASSERT_EQ(::getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &alen), 0);
+  for (int i = 0; i < 3; ++i) {
+    int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    int a = ::accept(ls, nullptr, nullptr);
+    ASSERT_GE(a, 0);
+    ::close(a);  // the server closes first: its end, on the port, waits
+    char b;
+    EXPECT_EQ(::read(c, &b, 1), 0);  // the FIN arrived
+    ::close(c);
+  }
+  ::close(ls);
+  // The port is held by TIME-WAIT only: a plain bind is refused.
+  int plain = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_NE(::bind(plain, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(errno, EADDRINUSE);
+  ::close(plain);
+
+  Fabric f;
+  ASSERT_NE(f.fabric(), nullptr);
+  fi_eq_attr ea{};
+  ea.wait_obj = FI_WAIT_UNSPEC;
+  fid_eq* eq = nullptr;
+  ASSERT_EQ(fi_eq_open(f.fabric(), &ea, &eq, nullptr), 0);
+  Fid<fid_eq> eq_guard(eq);
+  fid_pep* pep = nullptr;
+  ASSERT_EQ(fi_passive_ep(f.fabric(), f.info(), &pep, nullptr), 0);
+  Fid<fid_pep> pep_guard(pep);
+  ASSERT_EQ(fi_setname(&pep->fid, &addr, sizeof(addr)), 0);
+  ASSERT_EQ(fi_pep_bind(pep, &eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(pep), 0);
+  // The port is the listener's alone now: no kernel server takes it.
+  int other = reuse_socket(ntohs(addr.sin_port));
+  EXPECT_LT(other, 0) << "a SO_REUSEADDR socket bound the listening port";
+  if (other >= 0) ::close(other);
+  // And a connection to it works.
+  auto c = f.open_ep(f.info());
+  ASSERT_EQ(fi_connect(c->ep, &addr, nullptr, 0), 0);
+  Info req = wait_connreq(eq);
+  ASSERT_TRUE(req);
+  auto s = f.open_ep(req.get());
+  ASSERT_EQ(fi_accept(s->ep, nullptr, 0), 0);
+  EXPECT_TRUE(wait_connected(c->eq, c->ep));
+  EXPECT_TRUE(wait_connected(s->eq, s->ep));
 }
 
 TEST(Cm, EqWritePeekAndTooSmall) {
