@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "prov/prov.h"
 
@@ -345,6 +346,9 @@ sockaddr_in local_addr() {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   char* s = nullptr;
   if (fi_param_get_str(&g_prov, "addr", &s) == FI_SUCCESS && s && *s) inet_pton(AF_INET, s, &a.sin_addr);
+  // The DPDK port's setting may carry its prefix (ip/prefix).
+  if (const char* slash = s ? std::strchr(s, '/') : nullptr)
+    inet_pton(AF_INET, std::string(s, static_cast<size_t>(slash - s)).c_str(), &a.sin_addr);
   return a;
 }
 

@@ -126,7 +126,8 @@ void Fabric::dispatch_cm() {
       fi_info* info = fi_dupinfo(pep->info);
       std::free(info->dest_addr);
       info->dest_addr = std::malloc(sizeof(sockaddr_in));
-      std::memcpy(info->dest_addr, &ev.peer, sizeof(sockaddr_in));
+      const sockaddr_in peer = user_peer(pep, ev.peer);
+      std::memcpy(info->dest_addr, &peer, sizeof(sockaddr_in));
       info->dest_addrlen = sizeof(sockaddr_in);
       auto* h = new ConnHandle{{FI_CLASS_CONNREQ, nullptr, &g_handle_ops}, ev.req, pep};
       info->handle = &h->fid;
@@ -138,8 +139,7 @@ void Fabric::dispatch_cm() {
     Ep* ep = eit->second;
     fid_t f = &ep->fid.fid;
     switch (ev.type) {
-      case CmEventType::kEstablished:
-        ep->peer = ev.peer;
+      case CmEventType::kEstablished:  // ep->peer stays the user's
         ep->eq->push(cm_item(FI_CONNECTED, f, nullptr, ev.private_data));
         break;
       case CmEventType::kRejected:
