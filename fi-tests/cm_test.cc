@@ -198,14 +198,9 @@ void expect_cm_entry(fid_eq* eq, bool blocking, uint32_t want, fid_ep* ep) {
 
 void cm_entry_case(bool blocking) {
   Fabric f;
-  f.listen();
+  std::unique_ptr<Endpoint> c, s;
+  f.connect_unread(&c, &s);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
-  auto c = f.open_ep(f.info());
-  ASSERT_EQ(fi_connect(c->ep, &f.addr(), nullptr, 0), 0);
-  Info req = wait_connreq(f.pep_eq());
-  ASSERT_TRUE(req);
-  auto s = f.open_ep(req.get());
-  ASSERT_EQ(fi_accept(s->ep, nullptr, 0), 0);
   expect_cm_entry(c->eq, blocking, FI_CONNECTED, c->ep);
   expect_cm_entry(s->eq, blocking, FI_CONNECTED, s->ep);
   ASSERT_EQ(fi_shutdown(c->ep, 0), 0);

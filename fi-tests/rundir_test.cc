@@ -3,17 +3,22 @@
 // file per listening port. Processes that exit, normally or killed, must
 // not leave them behind: an exiting process takes its own, and the next one
 // to start sweeps what a killed one left. Over kernel TCP nothing is made.
+// A directory another local user made first is refused.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
 #include "fi-tests/fi_test.h"
+#include "stack/tests/local_user.h"
 
 namespace fit {
 namespace {
@@ -76,6 +81,28 @@ int starter(int) {
   return f.fabric() ? 0 : 1;
 }
 FIT_CHILD(starter, starter);
+
+constexpr const char* kWant = "FIT_RUNDIR_WANT";
+
+// Run as another user by Rundir.AnotherUsersDirectoryIsRefused: the fabric
+// must fail to start (want "refuse") or start and carry a connection ("ok").
+int victim(int) {
+  const char* want = std::getenv(kWant);
+  if (want == nullptr) return 2;
+  if (std::string(want) == "ok") {
+    Fabric f;
+    std::unique_ptr<Endpoint> c, s;
+    f.connect(&c, &s);
+    return ::testing::Test::HasFailure() ? 3 : 0;
+  }
+  Info list;
+  if (getinfo(msg_hints().get(), &list) != 0) return 4;
+  fid_fabric* fab = nullptr;
+  const int rc = fi_fabric(list->fabric_attr, &fab, nullptr);
+  if (fab) fi_close(&fab->fid);
+  return rc == -FI_ENODEV ? 0 : 5;
+}
+FIT_CHILD(victim, victim);
 
 std::set<std::string> entries(const std::string& dir) {
   std::set<std::string> names;
@@ -167,6 +194,55 @@ TEST_F(Rundir, NextStartSweepsAKilledProcess) {
   EXPECT_TRUE(child_ok(next));
   ::close(sfd);
   expect_empty("after the next start");
+}
+
+// Another local user made the victim's /tmp/softrdma-<uid> first: over the
+// DPDK path the victim's transport refuses it, by name, and does not start;
+// once it is gone, the victim starts in a directory of its own. (The kernel
+// transport has no use for the directory, and leaves it alone.)
+TEST_F(Rundir, AnotherUsersDirectoryIsRefused) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to make the two users";
+  softrdma::test::LocalUser victim_user("srdmavictim"), attacker("srdmaattacker");
+  ASSERT_TRUE(victim_user.ok() && attacker.ok()) << "useradd failed";
+  const std::string dir = "/tmp/softrdma-" + std::to_string(victim_user.uid());
+  const std::string err = dir_ + "/victim.err";  // root's: the victim's stderr, via the shell
+  std::filesystem::remove_all(dir);
+  auto start = [&](const char* want) {
+    const std::string exe = std::filesystem::read_symlink("/proc/self/exe");
+    const int rc = std::system((victim_user.as() + "env -u FI_SOFTRDMA_RUNDIR -u XDG_RUNTIME_DIR " +
+                                kWant + "=" + want + " " + exe +
+                                " --fit-child=victim --fit-fd=0 >/dev/null 2>" + err)
+                                   .c_str());
+    std::ifstream f(err);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::filesystem::remove(err);
+    EXPECT_EQ(rc, 0) << "the victim's start (" << want << ") went otherwise: " << text;
+    return text;
+  };
+  ASSERT_EQ(std::system((attacker.as() + "sh -c 'mkdir -m 777 " + dir + " && chmod 777 " + dir +
+                         "'").c_str()),
+            0);
+  const std::string text = start(over_mesh() ? "refuse" : "ok");
+  if (over_mesh()) {
+    EXPECT_NE(text.find("refusing rendezvous directory " + dir + ": it belongs to uid " +
+                        std::to_string(attacker.uid())),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_TRUE(entries(dir).empty()) << list(entries(dir));
+  std::filesystem::remove_all(dir);
+
+  start("ok");
+  struct stat st{};
+  if (over_mesh()) {
+    ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, victim_user.uid());
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    EXPECT_TRUE(entries(dir).empty()) << list(entries(dir));
+  } else {
+    EXPECT_NE(::lstat(dir.c_str(), &st), 0) << "the kernel transport made " << dir;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -18,18 +18,17 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace softrdma::net {
 
 namespace {
 
-// Creates dir (0700) unless it exists, and says why it must not be used
-// ("" if it may): the directory holds our control socket and port files, so
-// whoever owns it could read, replace or redirect them. It must be a real
-// directory (no symbolic link), ours, with no group or other access.
+// Why an existing dir must not be used ("" if it may): it holds our control
+// socket and port files, so whoever owns it could read, replace or redirect
+// them. It must be a real directory (no symbolic link), ours, with no group
+// or other access.
 std::string private_dir_problem(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return std::string("cannot create it: ") + std::strerror(errno);
   struct stat st{};
   if (::lstat(dir.c_str(), &st) != 0) return std::strerror(errno);
   if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
@@ -52,21 +51,29 @@ std::string private_dir_problem(const std::string& dir) {
 }
 
 // Root: /run/softrdma. Others: $XDG_RUNTIME_DIR/softrdma (a directory only
-// that user has), else /tmp/softrdma-<uid>, which anybody could have made
-// first, so it is checked as every candidate is. "" with *why set: refused.
+// that user has). Then /tmp/softrdma-<uid>, which anybody could have made
+// first. The first one that exists or can be made (0700) is checked, and
+// used or refused: "" with *why set.
 std::string pick_dir(std::string* why) {
   if (const char* d = std::getenv("FI_SOFTRDMA_RUNDIR"); d && *d) return d;
-  std::string dir = "/tmp/softrdma-" + std::to_string(::getuid());
+  std::vector<std::string> candidates;
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  struct stat st{};
-  if (::getuid() == 0 && ::stat("/run", &st) == 0) {
-    dir = "/run/softrdma";
-  } else if (xdg && *xdg == '/' && ::stat(xdg, &st) == 0 && S_ISDIR(st.st_mode)) {
-    dir = std::string(xdg) + "/softrdma";
+  if (::getuid() == 0) {
+    candidates.push_back("/run/softrdma");
+  } else if (xdg && *xdg == '/') {
+    candidates.push_back(std::string(xdg) + "/softrdma");
   }
-  *why = private_dir_problem(dir);
-  if (why->empty()) return dir;
-  *why = "refusing rendezvous directory " + dir + ": " + *why;
+  candidates.push_back("/tmp/softrdma-" + std::to_string(::getuid()));
+  for (const std::string& dir : candidates) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      *why = "cannot create rendezvous directory " + dir + ": " + std::strerror(errno);
+      continue;
+    }
+    *why = private_dir_problem(dir);
+    if (why->empty()) return dir;
+    *why = "refusing rendezvous directory " + dir + ": " + *why;
+    return "";
+  }
   return "";
 }
 

@@ -6,7 +6,6 @@
 // once it is gone. Two local users made by the test play the parts (root
 // only: the test skips otherwise).
 #include <gtest/gtest.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,10 +13,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
 #include "stack/net/rendezvous.h"
+#include "stack/tests/local_user.h"
 
 namespace softrdma::net {
 namespace {
@@ -36,18 +37,6 @@ TEST(RundirVictim, Start) {
   EXPECT_EQ(rv.ok(), std::string(want) == "ok");
 }
 
-struct User {
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
-
-bool lookup(const char* name, User* u) {
-  const passwd* p = ::getpwnam(name);
-  if (p == nullptr) return false;
-  *u = {p->pw_uid, p->pw_gid};
-  return true;
-}
-
 int run(const std::string& cmd) { return std::system(cmd.c_str()); }
 
 std::string slurp(const std::string& path) {
@@ -61,34 +50,20 @@ class RundirOwner : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::getuid() != 0) GTEST_SKIP() << "needs root to make the two users";
-    for (const char* name : {kVictim, kAttacker}) {
-      User u;
-      if (lookup(name, &u)) continue;
-      ASSERT_EQ(run(std::string("useradd --system --no-create-home --shell /usr/sbin/nologin ") +
-                    name),
-                0);
-      made_.push_back(name);
-    }
-    ASSERT_TRUE(lookup(kVictim, &victim_));
-    ASSERT_TRUE(lookup(kAttacker, &attacker_));
-    dir_ = "/tmp/softrdma-" + std::to_string(victim_.uid);
-    bait_ = "/tmp/softrdma-bait-" + std::to_string(attacker_.uid);
-    xdg_ = "/tmp/softrdma-xdg-" + std::to_string(victim_.uid);
+    victim_ = std::make_unique<test::LocalUser>(kVictim);
+    attacker_ = std::make_unique<test::LocalUser>(kAttacker);
+    ASSERT_TRUE(victim_->ok() && attacker_->ok()) << "useradd failed";
+    dir_ = "/tmp/softrdma-" + std::to_string(victim_->uid());
+    bait_ = "/tmp/softrdma-bait-" + std::to_string(attacker_->uid());
+    xdg_ = "/tmp/softrdma-xdg-" + std::to_string(victim_->uid());
     clean();
   }
-  void TearDown() override {
-    clean();
-    for (const std::string& name : made_) run("userdel " + name);
-  }
+  void TearDown() override { clean(); }
   void clean() {
     std::error_code ec;
     for (const std::string& p : {dir_, bait_, xdg_}) fs::remove_all(p, ec);
   }
 
-  std::string as(const User& u) const {
-    return "setpriv --reuid=" + std::to_string(u.uid) + " --regid=" + std::to_string(u.gid) +
-           " --clear-groups -- ";
-  }
   // The victim starts a rendezvous with no configured directory; want: "ok"
   // or "refuse". Returns its stderr.
   std::string start_victim(const char* want, const std::string& xdg = "") {
@@ -97,7 +72,7 @@ class RundirOwner : public ::testing::Test {
     const std::string env = "env -u FI_SOFTRDMA_RUNDIR -u XDG_RUNTIME_DIR " +
                             (xdg.empty() ? "" : "XDG_RUNTIME_DIR=" + xdg + " ") + kRole + "=" +
                             want + " ";
-    EXPECT_EQ(run(as(victim_) + env + exe + " --gtest_filter=RundirVictim.Start >/dev/null 2>" +
+    EXPECT_EQ(run(victim_->as() + env + exe + " --gtest_filter=RundirVictim.Start >/dev/null 2>" +
                   err),
               0)
         << "the victim's start did not go as wanted (" << want << "): " << slurp(err);
@@ -110,23 +85,22 @@ class RundirOwner : public ::testing::Test {
     for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left there: " << e.path();
   }
 
-  std::vector<std::string> made_;
-  User victim_, attacker_;
+  std::unique_ptr<test::LocalUser> victim_, attacker_;
   std::string dir_, bait_, xdg_;
 };
 
 TEST_F(RundirOwner, RefusesADirectoryAnotherUserMadeFirst) {
-  ASSERT_EQ(run(as(attacker_) + "sh -c 'mkdir -m 777 " + dir_ + " && chmod 777 " + dir_ + "'"),
+  ASSERT_EQ(run(attacker_->as() + "sh -c 'mkdir -m 777 " + dir_ + " && chmod 777 " + dir_ + "'"),
             0);
   const std::string err = start_victim("refuse");
   EXPECT_NE(err.find(dir_), std::string::npos) << err;
-  EXPECT_NE(err.find("belongs to uid " + std::to_string(attacker_.uid)), std::string::npos)
+  EXPECT_NE(err.find("belongs to uid " + std::to_string(attacker_->uid())), std::string::npos)
       << err;
   expect_untouched(dir_);
 }
 
 TEST_F(RundirOwner, RefusesASymbolicLinkAnotherUserMadeFirst) {
-  ASSERT_EQ(run(as(attacker_) + "sh -c 'mkdir -m 777 " + bait_ + " && chmod 777 " + bait_ +
+  ASSERT_EQ(run(attacker_->as() + "sh -c 'mkdir -m 777 " + bait_ + " && chmod 777 " + bait_ +
                 " && ln -s " + bait_ + " " + dir_ + "'"),
             0);
   const std::string err = start_victim("refuse");
@@ -136,7 +110,7 @@ TEST_F(RundirOwner, RefusesASymbolicLinkAnotherUserMadeFirst) {
 }
 
 TEST_F(RundirOwner, RefusesItsOwnDirectoryOpenToOthers) {
-  ASSERT_EQ(run(as(victim_) + "sh -c 'mkdir " + dir_ + " && chmod 755 " + dir_ + "'"), 0);
+  ASSERT_EQ(run(victim_->as() + "sh -c 'mkdir " + dir_ + " && chmod 755 " + dir_ + "'"), 0);
   const std::string err = start_victim("refuse");
   EXPECT_NE(err.find(dir_), std::string::npos) << err;
   EXPECT_NE(err.find("mode 0755"), std::string::npos) << err;
@@ -147,11 +121,11 @@ TEST_F(RundirOwner, CleanStartMakesAPrivateDirectory) {
   struct stat st{};
   ASSERT_EQ(::lstat(dir_.c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
-  EXPECT_EQ(st.st_uid, victim_.uid);
+  EXPECT_EQ(st.st_uid, victim_->uid());
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   // Once the attacker's directory is gone, the victim starts there too.
   clean();
-  ASSERT_EQ(run(as(attacker_) + "mkdir -m 777 " + dir_), 0);
+  ASSERT_EQ(run(attacker_->as() + "mkdir -m 777 " + dir_), 0);
   start_victim("refuse");
   clean();
   EXPECT_EQ(start_victim("ok"), "");
@@ -159,14 +133,24 @@ TEST_F(RundirOwner, CleanStartMakesAPrivateDirectory) {
 
 TEST_F(RundirOwner, UsesXdgRuntimeDir) {
   // The /tmp name is taken, but $XDG_RUNTIME_DIR is the user's own.
-  ASSERT_EQ(run(as(attacker_) + "mkdir -m 777 " + dir_), 0);
-  ASSERT_EQ(run(as(victim_) + "mkdir -m 700 " + xdg_), 0);
+  ASSERT_EQ(run(attacker_->as() + "mkdir -m 777 " + dir_), 0);
+  ASSERT_EQ(run(victim_->as() + "mkdir -m 700 " + xdg_), 0);
   EXPECT_EQ(start_victim("ok", xdg_), "");
   struct stat st{};
   ASSERT_EQ(::lstat((xdg_ + "/softrdma").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, victim_.uid);
+  EXPECT_EQ(st.st_uid, victim_->uid());
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   expect_untouched(dir_);
+}
+
+TEST_F(RundirOwner, FallsBackWhenXdgRuntimeDirIsNotWritable) {
+  // Root's directory, where the victim can make nothing: /tmp/softrdma-<uid>.
+  ASSERT_EQ(run("mkdir -m 755 " + xdg_), 0);
+  EXPECT_EQ(start_victim("ok", xdg_), "");
+  struct stat st{};
+  ASSERT_EQ(::lstat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, victim_->uid());
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
 }  // namespace
