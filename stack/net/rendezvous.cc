@@ -18,7 +18,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <vector>
 
 namespace softrdma::net {
 
@@ -50,30 +49,30 @@ std::string private_dir_problem(const std::string& dir) {
   return "";
 }
 
+// $XDG_RUNTIME_DIR/softrdma, if the variable names a directory path.
+std::string xdg_rundir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  return xdg && *xdg == '/' ? std::string(xdg) + "/softrdma" : "";
+}
+
 // Root: /run/softrdma. Others: $XDG_RUNTIME_DIR/softrdma (a directory only
 // that user has). Then /tmp/softrdma-<uid>, which anybody could have made
 // first. The first one that exists or can be made (0700) is checked, and
-// used or refused: "" with *why set.
-std::string pick_dir(std::string* why) {
+// used or refused: "" (the reason on stderr).
+std::string pick_dir() {
   if (const char* d = std::getenv("FI_SOFTRDMA_RUNDIR"); d && *d) return d;
-  std::vector<std::string> candidates;
-  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  if (::getuid() == 0) {
-    candidates.push_back("/run/softrdma");
-  } else if (xdg && *xdg == '/') {
-    candidates.push_back(std::string(xdg) + "/softrdma");
-  }
-  candidates.push_back("/tmp/softrdma-" + std::to_string(::getuid()));
-  for (const std::string& dir : candidates) {
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      *why = "cannot create rendezvous directory " + dir + ": " + std::strerror(errno);
-      continue;
+  for (std::string d : {std::string("/run/softrdma"),
+                        xdg_rundir(), "/tmp/softrdma-" + std::to_string(::getuid())}) {
+    if (d.empty() || (d == "/run/softrdma" && ::getuid() != 0)) continue;
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) continue;
+    if (std::string why = private_dir_problem(d); !why.empty()) {
+      std::fprintf(stderr, "softrdma: refusing rendezvous directory %s: %s\n", d.c_str(),
+                   why.c_str());
+      return "";
     }
-    *why = private_dir_problem(dir);
-    if (why->empty()) return dir;
-    *why = "refusing rendezvous directory " + dir + ": " + *why;
-    return "";
+    return d;
   }
+  std::fprintf(stderr, "softrdma: no rendezvous directory could be made\n");
   return "";
 }
 
@@ -196,13 +195,8 @@ bool is_local(in_addr ip) {
 
 }  // namespace
 
-Rendezvous::Rendezvous() : pid_(::getpid()) {
-  std::string why;
-  dir_ = pick_dir(&why);
-  if (dir_.empty()) {
-    std::fprintf(stderr, "softrdma: %s\n", why.c_str());
-    return;
-  }
+Rendezvous::Rendezvous() : dir_(pick_dir()), pid_(::getpid()) {
+  if (dir_.empty()) return;  // refused: pick_dir said why
   sweep_dead(dir_);
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return;
