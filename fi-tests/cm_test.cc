@@ -210,6 +210,31 @@ void cm_entry_case(bool blocking) {
 TEST(Cm, ConnectedAndShutdownFitACmEntryRead) { cm_entry_case(false); }
 TEST(Cm, ConnectedAndShutdownFitACmEntrySread) { cm_entry_case(true); }
 
+// The other events' entries are struct fi_eq_entry, larger than a CM entry.
+TEST(Cm, EventSizesFollowTheirType) {
+  Fabric f;
+  fid_eq* eq = nullptr;
+  fi_eq_attr ea{};
+  ASSERT_EQ(fi_eq_open(f.fabric(), &ea, &eq, nullptr), 0);
+  Fid<fid_eq> guard(eq);
+  for (uint32_t ev : {FI_MR_COMPLETE, FI_AV_COMPLETE, FI_JOIN_COMPLETE}) {
+    fi_eq_entry in{nullptr, nullptr, ev};
+    ASSERT_EQ(fi_eq_write(eq, ev, &in, sizeof(in), 0), static_cast<ssize_t>(sizeof(in)));
+    uint32_t event = 0;
+    fi_eq_cm_entry small{};
+    EXPECT_EQ(fi_eq_read(eq, &event, &small, sizeof(small), 0), -FI_ETOOSMALL) << ev;
+    fi_eq_entry out{};
+    ASSERT_EQ(fi_eq_sread(eq, &event, &out, sizeof(out), 0, 0), static_cast<ssize_t>(sizeof(out)));
+    EXPECT_EQ(event, ev);
+    EXPECT_EQ(out.data, ev);
+  }
+  fi_eq_cm_entry cm{nullptr, nullptr};
+  ASSERT_EQ(fi_eq_write(eq, FI_SHUTDOWN, &cm, sizeof(cm), 0), static_cast<ssize_t>(sizeof(cm)));
+  uint32_t event = 0;
+  EXPECT_EQ(fi_eq_read(eq, &event, &cm, sizeof(cm), 0), static_cast<ssize_t>(sizeof(cm)));
+  EXPECT_EQ(event, FI_SHUTDOWN);
+}
+
 TEST(Cm, NoListenerGivesErrorEvent) {
   Fabric f;
   auto c = f.open_ep(f.info());
