@@ -1,7 +1,10 @@
 // Connection management on FI_EP_MSG: private data both ways, reject with
 // private data, shutdown, unreachable peers, names, EQ semantics.
 #include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "fi-tests/fi_test.h"
@@ -146,11 +149,12 @@ void shutdown_case(bool client_closes) {
   ASSERT_EQ(fi_recv(peer.ep, buf[1], 64, nullptr, 0, buf[1]), 0);
   ASSERT_EQ(fi_shutdown(closer.ep, 0), 0);
   uint32_t event = 0;
-  fi_eq_entry entry{};
+  fi_eq_cm_entry entry{};
   ssize_t rd = eq_wait(peer.eq, &event, &entry, sizeof(entry));
   ASSERT_EQ(rd, static_cast<ssize_t>(sizeof(entry))) << fi_strerror(static_cast<int>(-rd));
   EXPECT_EQ(event, FI_SHUTDOWN);
   EXPECT_EQ(entry.fid, &peer.ep->fid);
+  EXPECT_EQ(entry.info, nullptr);
   // The peer's posted receives are flushed as canceled.
   for (int i = 0; i < 2; ++i) {
     fi_cq_data_entry e;
@@ -172,6 +176,64 @@ void shutdown_case(bool client_closes) {
 
 TEST(Cm, ClientShutdownGivesPeerFiShutdown) { shutdown_case(true); }
 TEST(Cm, ServerShutdownGivesPeerFiShutdown) { shutdown_case(false); }
+
+// fi_eq(3): FI_CONNECTED and FI_SHUTDOWN are struct fi_eq_cm_entry, so a
+// buffer of exactly that size takes them, through fi_eq_read and fi_eq_sread.
+ssize_t read_cm_entry(fid_eq* eq, bool blocking, uint32_t* event, fi_eq_cm_entry* e) {
+  if (blocking) return fi_eq_sread(eq, event, e, sizeof(*e), kWaitMs, 0);
+  return eq_wait(eq, event, e, sizeof(*e));
+}
+
+void expect_cm_entry(fid_eq* eq, bool blocking, uint32_t want, fid_ep* ep) {
+  uint32_t event = 0;
+  fi_eq_cm_entry e{};
+  e.info = reinterpret_cast<fi_info*>(0x1);  // must be overwritten
+  const ssize_t rd = read_cm_entry(eq, blocking, &event, &e);
+  ASSERT_EQ(rd, static_cast<ssize_t>(sizeof(e)))
+      << (blocking ? "fi_eq_sread: " : "fi_eq_read: ") << fi_strerror(static_cast<int>(-rd));
+  EXPECT_EQ(event, want);
+  EXPECT_EQ(e.fid, &ep->fid);
+  EXPECT_EQ(e.info, nullptr);
+}
+
+void cm_entry_case(bool blocking) {
+  Fabric f;
+  std::unique_ptr<Endpoint> c, s;
+  f.connect_unread(&c, &s);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  expect_cm_entry(c->eq, blocking, FI_CONNECTED, c->ep);
+  expect_cm_entry(s->eq, blocking, FI_CONNECTED, s->ep);
+  ASSERT_EQ(fi_shutdown(c->ep, 0), 0);
+  expect_cm_entry(s->eq, blocking, FI_SHUTDOWN, s->ep);
+}
+
+TEST(Cm, ConnectedAndShutdownFitACmEntryRead) { cm_entry_case(false); }
+TEST(Cm, ConnectedAndShutdownFitACmEntrySread) { cm_entry_case(true); }
+
+// The other events' entries are struct fi_eq_entry, larger than a CM entry.
+TEST(Cm, EventSizesFollowTheirType) {
+  Fabric f;
+  fid_eq* eq = nullptr;
+  fi_eq_attr ea{};
+  ASSERT_EQ(fi_eq_open(f.fabric(), &ea, &eq, nullptr), 0);
+  Fid<fid_eq> guard(eq);
+  for (uint32_t ev : {FI_MR_COMPLETE, FI_AV_COMPLETE, FI_JOIN_COMPLETE}) {
+    fi_eq_entry in{nullptr, nullptr, ev};
+    ASSERT_EQ(fi_eq_write(eq, ev, &in, sizeof(in), 0), static_cast<ssize_t>(sizeof(in)));
+    uint32_t event = 0;
+    fi_eq_cm_entry small{};
+    EXPECT_EQ(fi_eq_read(eq, &event, &small, sizeof(small), 0), -FI_ETOOSMALL) << ev;
+    fi_eq_entry out{};
+    ASSERT_EQ(fi_eq_sread(eq, &event, &out, sizeof(out), 0, 0), static_cast<ssize_t>(sizeof(out)));
+    EXPECT_EQ(event, ev);
+    EXPECT_EQ(out.data, ev);
+  }
+  fi_eq_cm_entry cm{nullptr, nullptr};
+  ASSERT_EQ(fi_eq_write(eq, FI_SHUTDOWN, &cm, sizeof(cm), 0), static_cast<ssize_t>(sizeof(cm)));
+  uint32_t event = 0;
+  EXPECT_EQ(fi_eq_read(eq, &event, &cm, sizeof(cm), 0), static_cast<ssize_t>(sizeof(cm)));
+  EXPECT_EQ(event, FI_SHUTDOWN);
+}
 
 TEST(Cm, NoListenerGivesErrorEvent) {
   Fabric f;
@@ -258,6 +320,74 @@ TEST(Cm, ListenerPortInUse) {
   ASSERT_EQ(fi_pep_bind(pep2, &f.pep_eq()->fid, 0), 0);
   EXPECT_EQ(fi_listen(pep2), -FI_EADDRINUSE);
   EXPECT_EQ(fi_close(&pep2->fid), 0);
+}
+
+// A kernel TCP socket with SO_REUSEADDR, as servers make them, on 127.0.0.1:port.
+int reuse_socket(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  EXPECT_EQ(::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)), 0);
+  sockaddr_in a = loopback(port);
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
+}
+
+// Kernel TCP connections on a port end, the server's side closing first:
+// they sit in TIME-WAIT on that port for a minute. The port is free for a
+// listener all the same, as it is for any kernel server with SO_REUSEADDR.
+TEST(Cm, ListenOnAPortInTimeWait) {
+  int ls = reuse_socket(0);
+  ASSERT_GE(ls, 0);
+  ASSERT_EQ(::listen(ls, 8), 0);
+  sockaddr_in addr{};
+  socklen_t alen = sizeof(addr);
+  ASSERT_EQ(::getsockname(ls, reinterpret_cast<sockaddr*>(&addr), &alen), 0);
+  for (int i = 0; i < 3; ++i) {
+    int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    int a = ::accept(ls, nullptr, nullptr);
+    ASSERT_GE(a, 0);
+    ::close(a);  // the server closes first: its end, on the port, waits
+    char b;
+    EXPECT_EQ(::read(c, &b, 1), 0);  // the FIN arrived
+    ::close(c);
+  }
+  ::close(ls);
+  // The port is held by TIME-WAIT only: a plain bind is refused.
+  int plain = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_NE(::bind(plain, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(errno, EADDRINUSE);
+  ::close(plain);
+
+  Fabric f;
+  ASSERT_NE(f.fabric(), nullptr);
+  fi_eq_attr ea{};
+  ea.wait_obj = FI_WAIT_UNSPEC;
+  fid_eq* eq = nullptr;
+  ASSERT_EQ(fi_eq_open(f.fabric(), &ea, &eq, nullptr), 0);
+  Fid<fid_eq> eq_guard(eq);
+  fid_pep* pep = nullptr;
+  ASSERT_EQ(fi_passive_ep(f.fabric(), f.info(), &pep, nullptr), 0);
+  Fid<fid_pep> pep_guard(pep);
+  ASSERT_EQ(fi_setname(&pep->fid, &addr, sizeof(addr)), 0);
+  ASSERT_EQ(fi_pep_bind(pep, &eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(pep), 0);
+  // The port is the listener's alone now: no kernel server takes it.
+  int other = reuse_socket(ntohs(addr.sin_port));
+  EXPECT_LT(other, 0) << "a SO_REUSEADDR socket bound the listening port";
+  if (other >= 0) ::close(other);
+  // And a connection to it works.
+  auto c = f.open_ep(f.info());
+  ASSERT_EQ(fi_connect(c->ep, &addr, nullptr, 0), 0);
+  Info req = wait_connreq(eq);
+  ASSERT_TRUE(req);
+  auto s = f.open_ep(req.get());
+  ASSERT_EQ(fi_accept(s->ep, nullptr, 0), 0);
+  EXPECT_TRUE(wait_connected(c->eq, c->ep));
+  EXPECT_TRUE(wait_connected(s->eq, s->ep));
 }
 
 TEST(Cm, EqWritePeekAndTooSmall) {

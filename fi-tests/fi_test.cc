@@ -250,6 +250,17 @@ Info wait_connreq(fid_eq* eq, std::vector<uint8_t>* data) {
 void Fabric::connect(std::unique_ptr<Endpoint>* client, std::unique_ptr<Endpoint>* server,
                      const std::vector<uint8_t>& cdata, const std::vector<uint8_t>& adata,
                      const EpOptions& o) {
+  connect_unread(client, server, cdata, adata, o);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::vector<uint8_t> back;
+  ASSERT_TRUE(wait_connected((*client)->eq, (*client)->ep, &back));
+  EXPECT_EQ(back, adata);
+  ASSERT_TRUE(wait_connected((*server)->eq, (*server)->ep));
+}
+
+void Fabric::connect_unread(std::unique_ptr<Endpoint>* client, std::unique_ptr<Endpoint>* server,
+                            const std::vector<uint8_t>& cdata, const std::vector<uint8_t>& adata,
+                            const EpOptions& o) {
   if (!pep_) {
     listen();
     if (::testing::Test::HasFatalFailure()) return;
@@ -265,10 +276,6 @@ void Fabric::connect(std::unique_ptr<Endpoint>* client, std::unique_ptr<Endpoint
   *server = open_ep(req.get(), o);
   ASSERT_NE((*server)->ep, nullptr);
   ASSERT_EQ(fi_accept((*server)->ep, adata.empty() ? nullptr : adata.data(), adata.size()), 0);
-  std::vector<uint8_t> back;
-  ASSERT_TRUE(wait_connected((*client)->eq, (*client)->ep, &back));
-  EXPECT_EQ(back, adata);
-  ASSERT_TRUE(wait_connected((*server)->eq, (*server)->ep));
 }
 
 std::unique_ptr<Endpoint> connect_and_send(Fabric& f, const void* addr, size_t len,

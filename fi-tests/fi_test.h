@@ -126,6 +126,10 @@ class Fabric {
   void connect(std::unique_ptr<Endpoint>* client, std::unique_ptr<Endpoint>* server,
                const std::vector<uint8_t>& cdata = {}, const std::vector<uint8_t>& adata = {},
                const EpOptions& o = {});
+  // connect() up to fi_accept: both FI_CONNECTED events are left unread.
+  void connect_unread(std::unique_ptr<Endpoint>* client, std::unique_ptr<Endpoint>* server,
+                      const std::vector<uint8_t>& cdata = {},
+                      const std::vector<uint8_t>& adata = {}, const EpOptions& o = {});
 
  private:
   Info info_;

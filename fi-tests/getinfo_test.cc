@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "fi-tests/fi_test.h"
 
@@ -417,6 +419,191 @@ TEST(Getinfo, NamesAndProvider) {
   std::free(h2->fabric_attr->prov_name);
   h2->fabric_attr->prov_name = strdup("verbs");
   expect_nodata(h2.get());
+}
+
+// The bits fi_getinfo(3), fi_endpoint(3) and fi_domain(3) allow where.
+constexpr uint64_t kPrimary = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST |
+                              FI_NAMED_RX_CTX | FI_DIRECTED_RECV | FI_VARIABLE_MSG | FI_HMEM |
+                              FI_COLLECTIVE;
+constexpr uint64_t kModifiers =
+    FI_READ | FI_WRITE | FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kSecondary = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SHARED_AV |
+                                FI_TRIGGER | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM |
+                                FI_SOURCE_ERR | FI_RMA_PMEM;
+constexpr uint64_t kTxAllowed = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_READ | FI_WRITE |
+                                FI_SEND | FI_HMEM | FI_TRIGGER | FI_FENCE | FI_MULTICAST |
+                                FI_RMA_PMEM | FI_NAMED_RX_CTX | FI_COLLECTIVE;
+constexpr uint64_t kRxAllowed = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_REMOTE_READ |
+                                FI_REMOTE_WRITE | FI_RECV | FI_HMEM | FI_TRIGGER | FI_RMA_PMEM |
+                                FI_DIRECTED_RECV | FI_VARIABLE_MSG | FI_MULTI_RECV | FI_SOURCE |
+                                FI_RMA_EVENT | FI_SOURCE_ERR | FI_COLLECTIVE;
+constexpr uint64_t kDomainAllowed = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV | FI_AV_USER_ID;
+
+// Every rule of fi_getinfo(3) a returned softrdma info can be held to, for
+// these hints (null: none).
+void expect_lawful(const fi_info* h, const fi_info* i) {
+  const uint64_t hcaps = h ? h->caps : 0;
+  // Capability bits only (FI_REMOTE_CQ_DATA if the application put it there).
+  EXPECT_EQ(i->caps & ~(kPrimary | kModifiers | kSecondary | (hcaps & FI_REMOTE_CQ_DATA)), 0u)
+      << std::hex << i->caps;
+  if (hcaps) {
+    // Primary capabilities: those asked for and no others; modifiers: the
+    // ones asked for, or all of a kind when none of it was named.
+    EXPECT_EQ(i->caps & kPrimary, hcaps & kPrimary) << std::hex << i->caps;
+    if (hcaps & (FI_SEND | FI_RECV)) {
+      EXPECT_EQ(i->caps & (FI_SEND | FI_RECV), hcaps & (FI_SEND | FI_RECV)) << std::hex << i->caps;
+    }
+    const uint64_t rma_mods = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if (hcaps & rma_mods) {
+      EXPECT_EQ(i->caps & rma_mods, hcaps & rma_mods) << std::hex << i->caps;
+    }
+    // Secondary ones asked for are there.
+    EXPECT_EQ(i->caps & hcaps & kSecondary, hcaps & kSecondary) << std::hex << i->caps;
+  } else {
+    // No caps hinted: everything supported, atomics included.
+    EXPECT_EQ(i->caps & (FI_MSG | FI_RMA | FI_ATOMIC), FI_MSG | FI_RMA | FI_ATOMIC)
+        << std::hex << i->caps;
+  }
+  // FI_READ & co. need FI_RMA or FI_ATOMIC.
+  if (!(i->caps & (FI_RMA | FI_ATOMIC))) {
+    EXPECT_EQ(i->caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE), 0u);
+  }
+  // Context caps: the ones each context may hold, of the endpoint's.
+  EXPECT_EQ(i->tx_attr->caps & ~kTxAllowed, 0u) << std::hex << i->tx_attr->caps;
+  EXPECT_EQ(i->rx_attr->caps & ~kRxAllowed, 0u) << std::hex << i->rx_attr->caps;
+  EXPECT_EQ(i->tx_attr->caps & ~i->caps, 0u) << std::hex << i->tx_attr->caps;
+  EXPECT_EQ(i->rx_attr->caps & ~i->caps, 0u) << std::hex << i->rx_attr->caps;
+  EXPECT_EQ(i->domain_attr->caps & ~kDomainAllowed, 0u) << std::hex << i->domain_attr->caps;
+  // Unless narrowed by hints of their own, the contexts get the endpoint's.
+  if ((i->caps & FI_MSG) && (i->caps & FI_SEND) && !(h && h->tx_attr && h->tx_attr->caps)) {
+    EXPECT_TRUE(i->tx_attr->caps & FI_SEND);
+  }
+  if ((i->caps & FI_MSG) && (i->caps & FI_RECV) && !(h && h->rx_attr && h->rx_attr->caps)) {
+    EXPECT_TRUE(i->rx_attr->caps & FI_RECV);
+  }
+  // Mode bits: a subset of those offered, the contexts' of the info's.
+  if (h) {
+    EXPECT_EQ(i->mode & ~h->mode, 0u);
+  }
+  EXPECT_EQ(i->tx_attr->mode & ~i->mode, 0u);
+  EXPECT_EQ(i->rx_attr->mode & ~i->mode, 0u);
+  // A counter-backed domain says how many counters it takes.
+  EXPECT_GT(i->domain_attr->cntr_cnt, 0u);
+  if (!h) return;
+  // Output values are at least the requested ones.
+  if (const fi_tx_attr* ht = h->tx_attr) {
+    EXPECT_GE(i->tx_attr->size, ht->size);
+    EXPECT_GE(i->tx_attr->iov_limit, ht->iov_limit);
+    EXPECT_GE(i->tx_attr->inject_size, ht->inject_size);
+    EXPECT_GE(i->tx_attr->rma_iov_limit, ht->rma_iov_limit);
+    EXPECT_EQ(ht->msg_order & ~i->tx_attr->msg_order, 0u);
+    if (ht->caps) {
+      EXPECT_EQ(i->tx_attr->caps & kPrimary & ~ht->caps, 0u) << std::hex << i->tx_attr->caps;
+    }
+  }
+  if (const fi_rx_attr* hr = h->rx_attr) {
+    EXPECT_GE(i->rx_attr->size, hr->size);
+    EXPECT_GE(i->rx_attr->iov_limit, hr->iov_limit);
+    EXPECT_EQ(hr->msg_order & ~i->rx_attr->msg_order, 0u);
+    if (hr->caps) {
+      EXPECT_EQ(i->rx_attr->caps & kPrimary & ~hr->caps, 0u) << std::hex << i->rx_attr->caps;
+    }
+  }
+  if (const fi_domain_attr* hd = h->domain_attr) {
+    EXPECT_GE(i->domain_attr->cq_cnt, hd->cq_cnt);
+    EXPECT_GE(i->domain_attr->cntr_cnt, hd->cntr_cnt);
+    EXPECT_GE(i->domain_attr->ep_cnt, hd->ep_cnt);
+    EXPECT_GE(i->domain_attr->mr_cnt, hd->mr_cnt);
+    EXPECT_GE(i->domain_attr->cq_data_size, hd->cq_data_size);
+    EXPECT_GE(i->domain_attr->max_err_data, hd->max_err_data);
+  }
+  if (const fi_ep_attr* he = h->ep_attr) {
+    EXPECT_GE(i->ep_attr->max_msg_size, he->max_msg_size);
+  }
+}
+
+TEST(Getinfo, AttributesFollowTheRules) {
+  {
+    SCOPED_TRACE("no hints");
+    Info list = expect_match(nullptr);
+    ASSERT_TRUE(list);
+    for (fi_info* i = list.get(); i; i = i->next) {
+      if (std::string(i->fabric_attr->prov_name) == kProv) expect_lawful(nullptr, i);
+    }
+  }
+  std::vector<Info> cases;
+  for (uint64_t caps : {0ULL, FI_MSG, FI_MSG | FI_SEND, FI_MSG | FI_RECV, FI_RMA,
+                        FI_RMA | FI_READ | FI_REMOTE_WRITE, FI_MSG | FI_RMA | FI_ATOMIC,
+                        FI_MSG | FI_LOCAL_COMM, FI_MSG | FI_RMA | FI_REMOTE_COMM,
+                        FI_MSG | FI_RMA | FI_REMOTE_CQ_DATA})
+    cases.push_back(msg_hints(caps));
+  // Context caps and sizes asked for.
+  Info h = msg_hints(FI_MSG | FI_RMA);
+  h->tx_attr->caps = FI_MSG;
+  h->rx_attr->caps = FI_RMA;
+  h->tx_attr->size = 1000;
+  h->rx_attr->size = 2000;
+  h->tx_attr->iov_limit = 2;
+  h->tx_attr->inject_size = 100;
+  h->tx_attr->msg_order = FI_ORDER_SAS;
+  h->domain_attr->cq_cnt = 10;
+  h->domain_attr->cntr_cnt = 10;
+  h->domain_attr->ep_cnt = 100;
+  h->domain_attr->mr_cnt = 1000;
+  h->ep_attr->max_msg_size = 1u << 20;
+  cases.push_back(std::move(h));
+  for (const Info& c : cases) {
+    SCOPED_TRACE(std::to_string(c->caps));
+    Info list = expect_match(c.get());
+    ASSERT_TRUE(list);
+    for (fi_info* i = list.get(); i; i = i->next) expect_lawful(c.get(), i);
+  }
+}
+
+TEST(Getinfo, NoRmaEvent) {
+  // Remote accesses are not reported, so counters cannot count them: a
+  // request for FI_RMA_EVENT, a secondary capability, must fail.
+  expect_nodata(msg_hints(FI_MSG | FI_RMA | FI_RMA_EVENT).get());
+  Info h = msg_hints(FI_MSG | FI_RMA);
+  h->rx_attr->caps = FI_RMA | FI_RMA_EVENT;
+  expect_nodata(h.get());
+  Info list = expect_match(msg_hints(FI_MSG | FI_RMA).get());
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->caps & FI_RMA_EVENT, 0u);
+  EXPECT_EQ(list->rx_attr->caps & FI_RMA_EVENT, 0u);
+}
+
+TEST(Getinfo, CountsAndContextsBeyondOursDoNotMatch) {
+  Info base = expect_match(msg_hints().get());
+  ASSERT_TRUE(base);
+  const fi_domain_attr& d = *base->domain_attr;
+  for (int field = 0; field < 7; ++field) {
+    SCOPED_TRACE(field);
+    Info h = msg_hints();
+    fi_domain_attr& hd = *h->domain_attr;
+    switch (field) {
+      case 0: hd.cq_cnt = d.cq_cnt + 1; break;
+      case 1: hd.cntr_cnt = d.cntr_cnt + 1; break;
+      case 2: hd.ep_cnt = d.ep_cnt + 1; break;
+      case 3: hd.mr_cnt = d.mr_cnt + 1; break;
+      case 4: hd.max_ep_tx_ctx = 2; break;
+      case 5: hd.max_ep_stx_ctx = 1; break;
+      case 6: hd.max_ep_srx_ctx = 1; break;
+    }
+    expect_nodata(h.get());
+  }
+}
+
+TEST(Getinfo, PassiveEndpointHandleIsHandedBack) {
+  Fabric f;
+  f.listen();
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  Info h = msg_hints();
+  h->handle = &f.pep()->fid;
+  Info list = expect_match(h.get());
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->handle, &f.pep()->fid);
+  h->handle = nullptr;  // not the hints' to free
 }
 
 TEST(Getinfo, UnknownFlagBitsAreIgnored) {

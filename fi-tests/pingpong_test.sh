@@ -14,6 +14,10 @@ prov=softrdma
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 log=$(mktemp -d)
 trap 'rm -rf "$log"; kill $srv 2>/dev/null || true' EXIT
+# A run directory of this test's own: both ends exit normally, so nothing
+# of theirs may stay in it.
+mkdir -m 700 "$log/run"
+export FI_SOFTRDMA_RUNDIR=$log/run
 timeout 120 fi_pingpong -p "$prov" -e "$ep" -B "$port" -I "$iters" -S all -c >"$log/srv" 2>&1 &
 srv=$!
 ok=0
@@ -36,4 +40,6 @@ fi
 for size in "^0 " "^1k " "^64k " "^1m " "^6m "; do
   grep -q -E "$size" "$log/cli" || { echo "FAIL: size ${size} missing"; exit 1; }
 done
+left=$(ls -A "$log/run")
+[[ -z $left ]] || { echo "FAIL: left in the run directory: $left"; exit 1; }
 echo "PASS: fi_pingpong -p '$prov' -e $ep -S all -c"

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "prov/prov.h"
 #include "stack/common/settings.h"
@@ -17,14 +18,24 @@ namespace softrdma::prov {
 
 namespace {
 
+// fi_getinfo(3)'s three kinds of capability bits. Primary ones must be
+// asked for; their modifiers narrow them (none named: all of them); the
+// secondary ones are offered whether asked for or not. No FI_RMA_EVENT: the
+// engine does not report remote accesses, so no counter could count them.
 constexpr uint64_t kPrimaryCaps = FI_MSG | FI_RMA | FI_ATOMIC;
-constexpr uint64_t kSecondaryCaps = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                                    FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
-constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                              FI_REMOTE_WRITE;
+constexpr uint64_t kMsgModifiers = FI_SEND | FI_RECV;
+constexpr uint64_t kRmaModifiers = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kSecondaryCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | kRmaModifiers;
 // FI_REMOTE_CQ_DATA is no capability bit, but some applications put it there.
-constexpr uint64_t kCaps = kPrimaryCaps | kSecondaryCaps | FI_RMA_EVENT | FI_REMOTE_CQ_DATA;
-constexpr uint64_t kDefaultCaps = FI_MSG | FI_RMA | kSecondaryCaps;
+constexpr uint64_t kCaps =
+    kPrimaryCaps | kMsgModifiers | kRmaModifiers | kSecondaryCaps | FI_REMOTE_CQ_DATA;
+constexpr uint64_t kDefaultCaps = kPrimaryCaps | kMsgModifiers | kRmaModifiers | kSecondaryCaps;
+// The bits fi_endpoint(3) lets a transmit or receive context's caps hold.
+constexpr uint64_t kTxCaps = kPrimaryCaps | FI_SEND | FI_READ | FI_WRITE;
+constexpr uint64_t kRxCaps = kPrimaryCaps | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+// Object counts the domain reports; more asked for is no match.
+constexpr size_t kCqCnt = 1024, kCntrCnt = 1024, kEpCnt = 65536, kMrCnt = 1u << 20;
 // Keys are STags the provider picks, addresses are virtual: what an iWARP
 // RNIC needs too. No FI_MR_LOCAL: unregistered local buffers are fine.
 constexpr int kMrMode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -161,7 +172,13 @@ bool check_domain(const fi_domain_attr* hd, size_t cq_data_size) {
   if (hd->cq_data_size > cq_data_size) return reject("cq_data_size (8 with FI_RX_CQ_DATA mode)");
   if (hd->mr_key_size && hd->mr_key_size < kKeySize) return reject("mr_key_size < 4");
   if (hd->mr_iov_limit > 1) return reject("mr_iov_limit");
-  if (hd->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return reject("domain caps");
+  if (hd->caps & ~kSecondaryCaps) return reject("domain caps");
+  if (hd->cq_cnt > kCqCnt || hd->cntr_cnt > kCntrCnt || hd->ep_cnt > kEpCnt ||
+      hd->mr_cnt > kMrCnt)
+    return reject("cq_cnt, cntr_cnt, ep_cnt or mr_cnt");
+  if (hd->max_ep_tx_ctx > 1 || hd->max_ep_rx_ctx > 1 || hd->max_ep_stx_ctx ||
+      hd->max_ep_srx_ctx)
+    return reject("multiple or shared contexts per endpoint");
   if (hd->max_err_data > max_cm_data()) return reject("max_err_data");
   return true;
 }
@@ -191,6 +208,22 @@ bool check_rx(const fi_rx_attr* hr) {
   return true;
 }
 
+// Asked-for capabilities with their modifiers: a primary capability that
+// names none of its kind gets them all (libfabric's ofi_get_caps).
+uint64_t with_modifiers(uint64_t caps) {
+  if ((caps & FI_MSG) && !(caps & kMsgModifiers)) caps |= kMsgModifiers;
+  if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & kRmaModifiers)) caps |= kRmaModifiers;
+  if (!(caps & (FI_RMA | FI_ATOMIC))) caps &= ~kRmaCaps;  // they modify nothing then
+  return caps;
+}
+
+// A context's caps: the endpoint's that apply to it (applicable), narrowed
+// to the hinted ones if the hints name some (fi_endpoint(3)).
+uint64_t context_caps(uint64_t caps, uint64_t applicable, uint64_t hint) {
+  caps &= applicable;
+  return hint ? caps & with_modifiers(hint) : caps;
+}
+
 // A hinted value if there is one, else ours.
 size_t hinted(size_t hint, size_t ours) { return hint ? hint : ours; }
 
@@ -217,9 +250,8 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   const size_t cq_data_size = rx_cq_data ? kCqDataSize : 0;
   const size_t inject_size = static_cast<size_t>(settings::get_int(settings::Id::kInjectSize));
 
-  // Asked-for primary caps plus all secondary ones (ofi_get_caps).
-  uint64_t caps = hcaps ? (hcaps | kSecondaryCaps) : kDefaultCaps;
-  if (hcaps && !(hcaps & (FI_RMA | FI_ATOMIC))) caps &= ~kRmaCaps;
+  // Asked-for primary caps and modifiers plus all secondary ones.
+  uint64_t caps = hcaps ? with_modifiers(hcaps) | kSecondaryCaps : kDefaultCaps;
   int mr_mode = 0;
   if (!match_mr_mode(version, hd, caps, &mr_mode)) {
     // Unasked-for RMA is dropped rather than failing a plain query (rxm
@@ -249,15 +281,16 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   d->mr_mode = mr_mode;
   d->mr_key_size = kKeySize;
   d->cq_data_size = cq_data_size;
-  d->cq_cnt = 1024;
-  d->ep_cnt = 65536;
+  d->cq_cnt = kCqCnt;
+  d->cntr_cnt = kCntrCnt;
+  d->ep_cnt = kEpCnt;
   d->tx_ctx_cnt = 1;
   d->rx_ctx_cnt = 1;
   d->max_ep_tx_ctx = 1;
   d->max_ep_rx_ctx = 1;
   d->mr_iov_limit = 1;
-  d->mr_cnt = 1u << 20;
-  d->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+  d->mr_cnt = kMrCnt;
+  d->caps = kSecondaryCaps;
   d->max_err_data = max_cm_data();
 
   fi_fabric_attr* f = info->fabric_attr;
@@ -278,7 +311,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
 
   // Sizes and limits: the hinted value (a minimum we meet) or our default.
   fi_tx_attr* t = info->tx_attr;
-  t->caps = caps & ~(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE);
+  t->caps = context_caps(caps, kTxCaps, ht ? ht->caps : 0);
   t->mode = info->mode;
   t->op_flags = ht ? ht->op_flags : 0;
   t->msg_order = kMsgOrder;
@@ -289,7 +322,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   t->rma_iov_limit = 1;
 
   fi_rx_attr* r = info->rx_attr;
-  r->caps = caps & ~(FI_SEND | FI_READ | FI_WRITE);
+  r->caps = context_caps(caps, kRxCaps, hr ? hr->caps : 0);
   r->mode = info->mode;
   r->op_flags = hr ? hr->op_flags : 0;
   r->msg_order = kMsgOrder;
@@ -325,6 +358,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     fi_freeinfo(info);
     return rc;
   }
+  // fi_getinfo(3): a passive endpoint named in the hints is handed back.
+  if (hints && hints->handle && hints->handle->fclass == FI_CLASS_PEP) info->handle = hints->handle;
   *out = info;
   return 0;
 }

@@ -1,5 +1,8 @@
 // Active endpoints (FI_EP_MSG): binding, enabling (an engine QP), connect,
 // accept and shutdown. The data calls are in msg.cc, rma.cc and atomic.cc.
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -107,12 +110,46 @@ int ep_control(fid* f, int command, void* arg) {
 
 ssize_t ep_cancel(fid_t, void*) { return -FI_ENOENT; }  // posted work only ends by completion
 
+// The local address the kernel would send from to reach ip (on this host,
+// an own address is its own source).
+in_addr route_source(in_addr ip) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return ip;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr = ip;
+  a.sin_port = htons(9);  // any: a datagram socket's connect sends nothing
+  socklen_t len = sizeof(a);
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    a.sin_addr = ip;
+  ::close(s);
+  return a.sin_addr;
+}
+
+// What the user named (the info's source), until there is a connection.
+// Then the connection's own address, unless the transport reached the peer
+// at another address than the user sees it at (the DPDK mesh's per-process
+// addresses): then the address on the user's route, with the connection's
+// port. For an accepted endpoint that is the listener's named address.
+sockaddr_in ep_name(const Ep* ep) {
+  sockaddr_in a = local_addr();
+  if (ep->info->src_addr && ep->info->src_addrlen >= sizeof(sockaddr_in))
+    std::memcpy(&a, ep->info->src_addr, sizeof(a));
+  const net::StreamConn* conn = ep->qp ? ep->qp->conn() : nullptr;
+  if (!conn) return a;
+  const sockaddr_in local = conn->local_addr();
+  if (conn->peer_addr().sin_addr.s_addr == ep->peer.sin_addr.s_addr) return local;
+  if (!ep->accepted || a.sin_addr.s_addr == htonl(INADDR_ANY))
+    a.sin_addr = route_source(ep->peer.sin_addr);
+  a.sin_port = local.sin_port;
+  return a;
+}
+
 int ep_getname(fid_t f, void* addr, size_t* len) {
   auto* ep = from_fid<Ep>(f);
   std::lock_guard g(ep->dom->fab->mu);
-  sockaddr_in a = local_addr();
-  if (ep->qp && ep->qp->conn()) a = ep->qp->conn()->local_addr();
-  return copy_name(a, addr, len);
+  return copy_name(ep_name(ep), addr, len);
 }
 
 int ep_getpeer(fid_ep* f, void* addr, size_t* len) {
@@ -197,6 +234,7 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   if (info->handle && info->handle->fclass == FI_CLASS_CONNREQ) {
     auto* h = reinterpret_cast<ConnHandle*>(info->handle);
     ep->req = h->req;
+    ep->accepted = true;
     fi_close(&h->fid);  // the request now belongs to this endpoint
     info->handle = nullptr;
   }

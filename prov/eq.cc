@@ -11,6 +11,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The fixed part of an event's entry, as fi_eq(3) types it: the connection
+// notifications are fi_eq_cm_entry (CM data may follow), the completions of
+// asynchronous calls (and application-written events) fi_eq_entry.
+size_t entry_size(uint32_t event) {
+  switch (event) {
+    case FI_CONNREQ:
+    case FI_CONNECTED:
+    case FI_SHUTDOWN:
+      return sizeof(fi_eq_cm_entry);
+    default:
+      return sizeof(fi_eq_entry);
+  }
+}
+
 ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) {
   auto* eq = from_fid<Eq>(f);
   std::lock_guard g(eq->fab->mu);
@@ -18,9 +32,7 @@ ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flag
   if (eq->items.empty()) return -FI_EAGAIN;
   EqItem& it = eq->items.front();
   if (it.error) return -FI_EAVAIL;
-  size_t hdr = it.event == FI_CONNREQ || it.event == FI_CONNECTED ? sizeof(fi_eq_cm_entry)
-                                                                   : sizeof(fi_eq_entry);
-  if (len < hdr) return -FI_ETOOSMALL;
+  if (len < entry_size(it.event)) return -FI_ETOOSMALL;
   size_t n = std::min(len, it.buf.size());
   std::memcpy(buf, it.buf.data(), n);
   if (event) *event = it.event;

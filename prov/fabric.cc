@@ -127,7 +127,8 @@ void Fabric::dispatch_cm() {
       fi_info* info = fi_dupinfo(pep->info);
       std::free(info->dest_addr);
       info->dest_addr = std::malloc(sizeof(sockaddr_in));
-      std::memcpy(info->dest_addr, &ev.peer, sizeof(sockaddr_in));
+      const sockaddr_in peer = user_peer(pep, ev.peer);
+      std::memcpy(info->dest_addr, &peer, sizeof(sockaddr_in));
       info->dest_addrlen = sizeof(sockaddr_in);
       auto* h = new ConnHandle{{FI_CLASS_CONNREQ, nullptr, &g_handle_ops}, ev.req, pep};
       info->handle = &h->fid;
@@ -139,8 +140,7 @@ void Fabric::dispatch_cm() {
     Ep* ep = eit->second;
     fid_t f = &ep->fid.fid;
     switch (ev.type) {
-      case CmEventType::kEstablished:
-        ep->peer = ev.peer;
+      case CmEventType::kEstablished:  // ep->peer stays the user's
         ep->eq->push(cm_item(FI_CONNECTED, f, nullptr, ev.private_data));
         break;
       case CmEventType::kRejected:
@@ -151,12 +151,7 @@ void Fabric::dispatch_cm() {
         break;
       case CmEventType::kDisconnected:
         if (ev.status == 0) {
-          EqItem it{.event = FI_SHUTDOWN, .error = false, .fid = f};
-          it.buf.resize(sizeof(fi_eq_entry));
-          auto* e = reinterpret_cast<fi_eq_entry*>(it.buf.data());
-          e->fid = f;
-          e->context = f->context;
-          ep->eq->push(std::move(it));
+          ep->eq->push(cm_item(FI_SHUTDOWN, f, nullptr, {}));
         } else {
           // A Terminate's cause, else the stream's -errno (see errors.cc).
           int prov_errno = ev.term ? static_cast<int>(ev.term) : ev.status;

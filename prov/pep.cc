@@ -1,5 +1,6 @@
 // Passive endpoints: listen on the fabric's engine, hand out FI_CONNREQ
 // events (see Fabric::dispatch_cm), reject with private data.
+#include <cstdlib>
 #include <cstring>
 
 #include "prov/prov.h"
@@ -34,7 +35,14 @@ int pep_listen(fid_pep* f) {
   if (!pep->eq) return -FI_ENOEQ;
   int rc = pep->fab->engine->listen(pep->addr, 1024, &pep->listener);
   if (rc < 0) return fi_error(rc);
-  pep->addr = pep->fab->engine->listen_addr(pep->listener);
+  const sockaddr_in bound = pep->fab->engine->listen_addr(pep->listener);
+  pep->elsewhere = bound.sin_addr.s_addr != pep->addr.sin_addr.s_addr;
+  pep->addr.sin_port = bound.sin_port;
+  // Connection requests carry this info: its source is where we listen.
+  std::free(pep->info->src_addr);
+  pep->info->src_addr = std::malloc(sizeof(sockaddr_in));
+  std::memcpy(pep->info->src_addr, &pep->addr, sizeof(sockaddr_in));
+  pep->info->src_addrlen = sizeof(sockaddr_in);
   pep->fab->peps[pep->listener] = pep;
   return 0;
 }
@@ -75,6 +83,16 @@ fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), pep_setname, pep_getname, no_getpee
                           pep_listen, no_accept, pep_reject, no_shutdown, no_join};
 
 }  // namespace
+
+sockaddr_in user_peer(const Pep* pep, const sockaddr_in& conn_peer) {
+  if (!pep->elsewhere) return conn_peer;
+  // The mesh reaches only processes on this host, which connect to the
+  // listener's address (a wildcard one: at loopback) from that address.
+  sockaddr_in a = pep->addr;
+  if (a.sin_addr.s_addr == htonl(INADDR_ANY)) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = conn_peer.sin_port;
+  return a;
+}
 
 int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** out, void* context) {
   auto* pep = new Pep{};

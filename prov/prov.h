@@ -231,8 +231,14 @@ struct Pep {
   fi_info* info;
   Eq* eq = nullptr;
   Listener* listener = nullptr;
-  sockaddr_in addr{};
+  sockaddr_in addr{};  // as the user named it, with the port it listens on
+  // The transport listens at an address of its own (the DPDK mesh's), not
+  // at the one named: its connections' addresses are not the user's.
+  bool elsewhere = false;
 };
+// A connection's peer as the user sees it (pep.cc): the transport's, or the
+// listener's named address with the peer's port when it listens elsewhere.
+sockaddr_in user_peer(const Pep* pep, const sockaddr_in& conn_peer);
 
 // info->handle of a FI_CONNREQ: names the engine's pending connection.
 struct ConnHandle {
@@ -253,7 +259,8 @@ struct Ep {
   Cntr *rread_cntr = nullptr, *rwrite_cntr = nullptr;
   Qp* qp = nullptr;
   ConnReq* req = nullptr;  // passive side: from the FI_CONNREQ's handle
-  sockaddr_in peer{};
+  bool accepted = false;   // made from an FI_CONNREQ
+  sockaddr_in peer{};      // as the user sees it (see ep_getname)
   uint64_t tx_flags = 0, rx_flags = 0;
   bool enabled = false;
   // Flow control (flow_ctrl.cc): whether rxm turned it on, receives the

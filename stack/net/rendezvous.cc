@@ -1,6 +1,7 @@
 #include "stack/net/rendezvous.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include <cstring>
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include "stack/common/settings.h"
 
@@ -22,14 +25,145 @@ namespace softrdma::net {
 
 namespace {
 
+// Why an existing dir must not be used ("" if it may): it holds our control
+// socket and port files, so whoever owns it could read, replace or redirect
+// them. It must be a real directory (no symbolic link), ours, with no group
+// or other access.
+std::string private_dir_problem(const std::string& dir) {
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) return std::strerror(errno);
+  if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return "it is not a directory";
+  // What is checked is what the descriptor names, not a path swapped since.
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::strerror(errno);
+  const int rc = ::fstat(fd, &st);
+  ::close(fd);
+  if (rc != 0) return std::strerror(errno);
+  if (st.st_uid != ::getuid())
+    return "it belongs to uid " + std::to_string(st.st_uid) + ", not to uid " +
+           std::to_string(::getuid());
+  if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("its mode ") + mode + " lets group or others in";
+  }
+  return "";
+}
+
+// $XDG_RUNTIME_DIR/softrdma, if the variable names a directory path.
+std::string xdg_rundir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  return xdg && *xdg == '/' ? std::string(xdg) + "/softrdma" : "";
+}
+
+// Root: /run/softrdma. Others: $XDG_RUNTIME_DIR/softrdma (a directory only
+// that user has). Then /tmp/softrdma-<uid>, which anybody could have made
+// first. The first one that exists or can be made (0700) is checked, and
+// used or refused: "" (the reason on stderr).
 std::string pick_dir() {
   if (std::string d = settings::get_string(settings::Id::kRundir); !d.empty()) return d;
   for (std::string d : {std::string("/run/softrdma"),
-                        "/tmp/softrdma-" + std::to_string(::getuid())}) {
-    ::mkdir(d.c_str(), 0700);
-    if (::access(d.c_str(), W_OK) == 0) return d;
+                        xdg_rundir(), "/tmp/softrdma-" + std::to_string(::getuid())}) {
+    if (d.empty() || (d == "/run/softrdma" && ::getuid() != 0)) continue;
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) continue;
+    if (std::string why = private_dir_problem(d); !why.empty()) {
+      std::fprintf(stderr, "softrdma: refusing rendezvous directory %s: %s\n", d.c_str(),
+                   why.c_str());
+      return "";
+    }
+    return d;
   }
-  return ".";
+  std::fprintf(stderr, "softrdma: no rendezvous directory could be made\n");
+  return "";
+}
+
+// This process's files in run directories. The mesh's Rendezvous lives as
+// long as the process and is never destroyed, so its files go at exit
+// instead (after the mesh's goodbyes, which registered later). Each path is
+// kept with the pid that made it: a forked child's exit leaves its parent's.
+class OwnFiles {
+ public:
+  static OwnFiles& get() {
+    static auto* files = new OwnFiles;  // outlives static destructors
+    return *files;
+  }
+  void add(const std::string& path) {
+    std::lock_guard g(mu_);
+    paths_[path] = ::getpid();
+  }
+  void remove(const std::string& path) {
+    std::lock_guard g(mu_);
+    paths_.erase(path);
+  }
+
+ private:
+  OwnFiles() {
+    std::atexit([] { get().remove_all(); });
+  }
+  void remove_all() {
+    std::lock_guard g(mu_);
+    for (const auto& [path, pid] : paths_)
+      if (pid == ::getpid()) ::unlink(path.c_str());
+    paths_.clear();
+  }
+  std::mutex mu_;
+  std::map<std::string, pid_t> paths_;
+};
+
+// Binds the reservation socket s to a: 0 or -errno.
+int bind_reserving(int s, const sockaddr_in& a) {
+  const auto* sa = reinterpret_cast<const sockaddr*>(&a);
+  if (::bind(s, sa, sizeof(a)) == 0) return 0;
+  if (errno != EADDRINUSE || a.sin_port == 0) return -errno;
+  // Perhaps only connections in TIME-WAIT hold the port (a kernel TCP server
+  // on it just closed them): SO_REUSEADDR binds past those, never past a
+  // socket in use. It goes off again at once so that the port stays ours: a
+  // later SO_REUSEADDR bind conflicts with a socket that lacks it. (Not on
+  // the first try: a bind with it would let such binds share a free port.)
+  const int on = 1, off = 0;
+  if (::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0) return -errno;
+  if (::bind(s, sa, sizeof(a)) != 0) return -errno;
+  ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &off, sizeof(off));
+  return 0;
+}
+
+// The pid a run-directory entry belongs to: <pid>.ctl, port-<n>.tmp<pid>,
+// or port-<n>, whose content is its publisher's pid. 0: not one of ours.
+pid_t entry_pid(const std::string& dir, const char* name, ino_t* ino) {
+  long pid = 0, port = 0;
+  int end = 0;
+  if (std::sscanf(name, "%ld.ctl%n", &pid, &end) == 1 && name[end] == 0) return pid;
+  if (std::sscanf(name, "port-%ld.tmp%ld%n", &port, &pid, &end) == 2 && name[end] == 0)
+    return pid;
+  if (std::sscanf(name, "port-%ld%n", &port, &end) != 1 || name[end] != 0) return 0;
+  int fd = ::open((dir + "/" + name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[32] = {};
+  struct stat st{};
+  const bool read_ok = ::fstat(fd, &st) == 0 && ::read(fd, buf, sizeof(buf) - 1) > 0;
+  ::close(fd);
+  if (!read_ok || std::sscanf(buf, "%ld", &pid) != 1) return 0;
+  *ino = st.st_ino;
+  return pid;
+}
+
+// Start-up: entries this user's dead processes left (killed, or gone
+// without exit handlers) would otherwise pile up for ever.
+void sweep_dead(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    ino_t ino = 0;
+    const pid_t pid = entry_pid(dir, e->d_name, &ino);
+    if (pid <= 0 || Rendezvous::alive(pid)) continue;
+    const std::string path = dir + "/" + e->d_name;
+    struct stat st{};
+    if (::lstat(path.c_str(), &st) != 0 || st.st_uid != ::getuid()) continue;
+    if (ino != 0 && st.st_ino != ino) continue;  // republished since it was read
+    ::unlink(path.c_str());
+  }
+  ::closedir(d);
 }
 
 sockaddr_un unix_addr(const std::string& path) {
@@ -64,6 +198,8 @@ bool is_local(in_addr ip) {
 }  // namespace
 
 Rendezvous::Rendezvous() : dir_(pick_dir()), pid_(::getpid()) {
+  if (dir_.empty()) return;  // refused: pick_dir said why
+  sweep_dead(dir_);
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return;
   // The kernel then tags every datagram with its sender's real pid and uid,
@@ -80,14 +216,18 @@ Rendezvous::Rendezvous() : dir_(pick_dir()), pid_(::getpid()) {
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     ::close(fd_);
     fd_ = -1;
+    return;
   }
+  OwnFiles::get().add(path);
 }
 
 Rendezvous::~Rendezvous() {
   for (uint16_t p : std::set<uint16_t>(published_)) withdraw(p);
   if (fd_ >= 0) {
     ::close(fd_);
-    ::unlink(ctl_path(dir_, pid_).c_str());
+    const std::string path = ctl_path(dir_, pid_);
+    ::unlink(path.c_str());
+    OwnFiles::get().remove(path);
   }
 }
 
@@ -139,11 +279,11 @@ int Rendezvous::reserve_and_publish(uint16_t* port) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(*port);
   socklen_t len = sizeof(a);
-  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int err = -errno;
+  int rc = bind_reserving(s, a);
+  if (rc == 0 && ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) rc = -errno;
+  if (rc < 0) {
     ::close(s);
-    return err;
+    return rc;
   }
   *port = ntohs(a.sin_port);
   // Write then rename: a reader never sees a half-written file.
@@ -157,6 +297,7 @@ int Rendezvous::reserve_and_publish(uint16_t* port) {
     ::close(s);
     return err;
   }
+  OwnFiles::get().add(path);
   reservations_.insert({*port, s});
   published_.insert(*port);
   return 0;
@@ -164,7 +305,9 @@ int Rendezvous::reserve_and_publish(uint16_t* port) {
 
 void Rendezvous::withdraw(uint16_t port) {
   if (!published_.erase(port)) return;
-  ::unlink(port_path(dir_, port).c_str());
+  const std::string path = port_path(dir_, port);
+  ::unlink(path.c_str());
+  OwnFiles::get().remove(path);
   for (auto it = reservations_.begin(); it != reservations_.end(); ++it) {
     if (it->first == port) {
       ::close(it->second);

@@ -25,8 +25,12 @@ class Rendezvous {
   static constexpr uint32_t kVirtualNet = 0x0a800000;  // 10.128.0.0/9, host order
   static constexpr int kVirtualPrefix = 9;
 
-  // Creates the run directory (FI_SOFTRDMA_RUNDIR, else /run/softrdma, else
-  // /tmp/softrdma-<uid>) and this process's request socket.
+  // Creates the run directory (FI_SOFTRDMA_RUNDIR; else /run/softrdma for
+  // root, $XDG_RUNTIME_DIR/softrdma or /tmp/softrdma-<uid> for others; a
+  // directory not private to this user is refused, with the reason on
+  // stderr, and ok() is false), removes what dead processes of this user
+  // left there, and makes this process's request socket. This process's
+  // files there go when it is destroyed or, at the latest, at exit.
   Rendezvous();
   ~Rendezvous();
   Rendezvous(const Rendezvous&) = delete;

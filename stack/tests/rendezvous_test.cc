@@ -1,9 +1,14 @@
 // The local rendezvous takes link requests only from the process they
 // name: a process of this user that forges another's pid (a BYE would
-// make us reset that process's connections) is refused, and counted.
+// make us reset that process's connections) is refused, and counted. It
+// leaves no files behind and sweeps those of dead processes, and it can
+// reserve a port that kernel connections in TIME-WAIT still hold.
 #include "stack/net/rendezvous.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -12,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,6 +91,125 @@ TEST(Rendezvous, TakesRequestsOnlyFromTheProcessTheyName) {
   EXPECT_EQ(got[0].peer, sender);
   EXPECT_EQ(rv.refused(), 3u);
   std::system(("rm -rf " + dir).c_str());
+}
+
+// A fresh run directory in FI_SOFTRDMA_RUNDIR; removed at the end.
+struct TempRundir {
+  TempRundir() {
+    char tmpl[] = "/tmp/softrdma-rv-XXXXXX";
+    if (::mkdtemp(tmpl)) dir = tmpl;
+    ::setenv("FI_SOFTRDMA_RUNDIR", dir.c_str(), 1);
+  }
+  ~TempRundir() { std::system(("rm -rf " + dir).c_str()); }
+  void put(const std::string& name, const std::string& text) const {
+    std::ofstream(dir + "/" + name) << text;
+  }
+  bool has(const std::string& name) const { return ::access((dir + "/" + name).c_str(), F_OK) == 0; }
+  std::string dir;
+};
+
+pid_t dead_pid() {
+  pid_t p = ::fork();
+  if (p == 0) ::_exit(0);
+  int st = 0;
+  ::waitpid(p, &st, 0);
+  return p;
+}
+
+TEST(Rendezvous, StartSweepsOnlyWhatDeadProcessesLeft) {
+  TempRundir run;
+  ASSERT_FALSE(run.dir.empty());
+  const std::string dead = std::to_string(dead_pid());
+  const std::string live = std::to_string(::getppid());
+  run.put(dead + ".ctl", "");
+  run.put("port-1001", dead + "\n");
+  run.put("port-1002.tmp" + dead, dead + "\n");
+  run.put(live + ".ctl", "");
+  run.put("port-1003", live + "\n");
+  run.put("port-1004.tmp" + live, live + "\n");
+  run.put("port-1005", "");  // not (yet) a pid: left alone
+  run.put("notes", dead);
+  Rendezvous rv;
+  ASSERT_TRUE(rv.ok());
+  EXPECT_FALSE(run.has(dead + ".ctl"));
+  EXPECT_FALSE(run.has("port-1001"));
+  EXPECT_FALSE(run.has("port-1002.tmp" + dead));
+  for (const std::string& kept :
+       {live + ".ctl", std::string("port-1003"), "port-1004.tmp" + live, std::string("port-1005"),
+        std::string("notes")})
+    EXPECT_TRUE(run.has(kept)) << kept;
+}
+
+TEST(Rendezvous, DestroyedOrNotItsFilesGo) {
+  TempRundir run;
+  ASSERT_FALSE(run.dir.empty());
+  uint16_t port = 0;
+  {
+    Rendezvous rv;
+    ASSERT_TRUE(rv.ok());
+    ASSERT_EQ(rv.reserve_and_publish(&port), 0);
+    EXPECT_TRUE(run.has(std::to_string(::getpid()) + ".ctl"));
+    EXPECT_TRUE(run.has("port-" + std::to_string(port)));
+  }
+  EXPECT_FALSE(run.has(std::to_string(::getpid()) + ".ctl"));
+  EXPECT_FALSE(run.has("port-" + std::to_string(port)));
+  // One that lives until exit (as the mesh's does) is gone after it.
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto* rv = new Rendezvous;  // never destroyed
+    uint16_t p = 0;
+    std::exit(rv->ok() && rv->reserve_and_publish(&p) == 0 ? 0 : 1);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  DIR* d = ::opendir(run.dir.c_str());
+  ASSERT_NE(d, nullptr);
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ADD_FAILURE() << "left: " << e->d_name;
+  }
+  ::closedir(d);
+}
+
+// The port of kernel connections in TIME-WAIT can be reserved, and is then
+// ours alone: no other reservation (which binds past TIME-WAIT the same
+// way) or kernel socket takes it.
+TEST(Rendezvous, ReservesAPortInTimeWaitAndKeepsIt) {
+  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int on = 1;
+  ASSERT_EQ(::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(ls, 1), 0);
+  ASSERT_EQ(::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  int c = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  int srv = ::accept(ls, nullptr, nullptr);
+  ASSERT_GE(srv, 0);
+  ::close(srv);  // closes first: TIME-WAIT on the listener's port
+  char b;
+  EXPECT_EQ(::read(c, &b, 1), 0);
+  ::close(c);
+  ::close(ls);
+
+  uint16_t port = ntohs(a.sin_port);
+  TempRundir one;
+  Rendezvous rv;
+  ASSERT_TRUE(rv.ok());
+  ASSERT_EQ(rv.reserve_and_publish(&port), 0);
+  EXPECT_EQ(port, ntohs(a.sin_port));
+  TempRundir two;
+  Rendezvous other;
+  ASSERT_TRUE(other.ok());
+  uint16_t same = port;
+  EXPECT_EQ(other.reserve_and_publish(&same), -EADDRINUSE);
+  int k = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::setsockopt(k, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)), 0);
+  EXPECT_NE(::bind(k, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ::close(k);
 }
 
 }  // namespace
