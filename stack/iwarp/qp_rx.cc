@@ -169,7 +169,6 @@ bool Qp::rx_header_done() {
   rx_trailer_need_ = mpa_pad(ulpdu) + kMpaCrcSize;
   rx_trailer_have_ = 0;
   rx_sink_ = Sink::kDiscard;
-  if (!tagged && !rx_check_untagged()) return false;
   if (!(this->*op->rx_hdr)()) return false;
   rx_stage_ = rx_payload_len_ ? RxStage::kPayload : RxStage::kTrailer;
   return true;
@@ -215,8 +214,9 @@ bool Qp::rx_hdr_read_resp() {
   return true;
 }
 
-// What every untagged message must satisfy: its opcode's queue, the queue's
-// next MSN (RFC 5041 §5.3), and the agreed RTR first (RFC 6581 §5).
+// What every untagged message must satisfy, checked first by each untagged
+// opcode's handler: its opcode's queue, the queue's next MSN (RFC 5041
+// §5.3), and the agreed RTR first (RFC 6581 §5).
 bool Qp::rx_check_untagged() {
   const auto* u = reinterpret_cast<const UntaggedHdr*>(rx_hdr_);
   const auto op = rx_op_->op;
@@ -246,6 +246,7 @@ bool Qp::rx_check_untagged() {
 // Control messages are single FPDUs of a fixed (or bounded) size.
 bool Qp::rx_hdr_ctrl() {
   static_assert(sizeof(rx_ctrl_) >= max_ctrl_len());
+  if (!rx_check_untagged()) return false;
   const auto* u = reinterpret_cast<const UntaggedHdr*>(rx_hdr_);
   const size_t want = rx_op_->ctrl_len;
   const bool size_ok = rx_op_->payload == PayloadKind::kFixed
@@ -275,6 +276,7 @@ bool Qp::rx_hdr_send() {
   const auto* u = reinterpret_cast<const UntaggedHdr*>(rx_hdr_);
   const uint32_t mo = u->mo.get();
   const uint8_t etype = u8(DdpEtype::kUntaggedBuf);
+  if (!rx_check_untagged()) return false;
   if (rtr_awaited_) return true;  // zero-length Send RTR: consumes no buffer
   // A Send: continue the message in progress or start one in a posted receive.
   if (!rx_msg_active_) {

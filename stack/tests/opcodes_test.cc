@@ -52,9 +52,6 @@ using iwarp::OpcodeInfo;
 using iwarp::PayloadKind;
 using iwarp::RdmapOpcode;
 
-constexpr uint32_t kAll =
-    kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic;
-
 RdmapOpcode op_at(int i) { return static_cast<RdmapOpcode>(i); }
 
 RecvWr recv_wr(uint64_t id, uint64_t addr, uint32_t len, uint32_t stag) {
@@ -178,6 +175,9 @@ TEST(OpcodeTxTest, BuildHdrGoldenBytes) {
 
 // One QP and the stream under it; the far end is this test.
 struct Rig {
+  static constexpr uint32_t kAll =
+      kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic;
+
   Rig() : buf(8192), mine(FakeConnConfig{}, 1), peer(FakeConnConfig{}, 2) {
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 7 + 3);
     stag = h.reg(buf.data(), buf.size(), kAll);
@@ -317,7 +317,7 @@ TEST(OpcodeRxTest, EachOpcodeReachesItsHandler) {
     Rig r;
     iwarp::Qp& q = *r.h.qp;
     const Bytes data = {0xd1, 0xd2, 0xd3, 0xd4, 0xd5};
-    const uint32_t inv_stag = r.h.reg(r.buf.data() + 4096, 64, kAll);
+    const uint32_t inv_stag = r.h.reg(r.buf.data() + 4096, 64, Rig::kAll);
     auto sent_ops = [&r] {
       std::vector<int> ops;
       for (const Bytes& f : r.sent()) ops.push_back(f[3] & 0xf);
