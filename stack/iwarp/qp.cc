@@ -1,7 +1,10 @@
-// QP lifecycle: start, posting, the move to error and flushing.
+// QP lifecycle: state transitions, start, posting, the move to error and
+// flushing.
 #include "stack/iwarp/qp.h"
 
 #include <cerrno>
+
+#include "stack/iwarp/qp_state.h"
 
 namespace softrdma::iwarp {
 
@@ -30,15 +33,25 @@ bool is_atomic(WrOpcode op) {
 Qp::Qp(uint32_t num, const QpInit& init, MrTable* mrs, Stats* stats, QpOwner* owner)
     : num_(num), init_(init), mrs_(mrs), stats_(stats), owner_(owner) {}
 
-void Qp::start(net::StreamConn* conn, const MpaResult& mpa, bool initiator) {
+int Qp::set_state(QpState to) {
+  if (!qp_transition_legal(state_, to)) {
+    ++stats_->qp_transitions_refused;
+    return -EINVAL;
+  }
+  state_ = to;
+  return 0;
+}
+
+int Qp::start(net::StreamConn* conn, const MpaResult& mpa, bool initiator) {
+  if (int rc = set_state(QpState::kRts); rc < 0) return rc;
   conn_ = conn;
   mpa_ = mpa;
   initiator_ = initiator;
   rtr_pending_tx_ = initiator && mpa.rtr != Rtr::kNone;
   rtr_awaited_ = !initiator && mpa.rtr != Rtr::kNone;
-  state_ = QpState::kRts;
   tx_progress();
   rx_progress();  // bytes may have arrived together with the MPA frame
+  return 0;
 }
 
 // Local checks of a work request's memory: a non-zero lkey must name a live
@@ -177,7 +190,7 @@ void Qp::to_error(WcStatus first_status, uint32_t vendor_err) {
   // After our own Terminate the stream closes gracefully so the Terminate
   // reaches the peer; any other error resets it.
   const bool graceful = term_sent_;
-  state_ = QpState::kError;
+  if (set_state(QpState::kError) < 0) return;
   rx_stage_ = RxStage::kDead;
   flush_all(first_status, vendor_err);
   if (conn_) graceful ? conn_->close() : conn_->abort();
@@ -186,11 +199,13 @@ void Qp::to_error(WcStatus first_status, uint32_t vendor_err) {
 
 void Qp::close() {
   if (state_ == QpState::kError) return;
-  state_ = QpState::kClosing;
+  // Only a connected QP closes in order (RTS → Closing → Error); an Idle one
+  // has no stream, and a Terminate in progress may only end in Error.
+  if (state_ == QpState::kRts) set_state(QpState::kClosing);
   rx_stage_ = RxStage::kDead;
   flush_all(WcStatus::kWrFlushErr, 0);
   if (conn_) conn_->close();
-  state_ = QpState::kError;
+  set_state(QpState::kError);
 }
 
 int Qp::error_status() const {

@@ -1,6 +1,8 @@
 // A queue pair: one RDMAP stream (RFC 5040) over one transport stream.
 //
-// qp.cc       state machine (modify, flush) and work-request posting
+// qp.cc       lifecycle (state transitions, flush) and work-request posting
+// qp_state.h  the QP states' legal transitions
+// opcodes.h   the RDMAP opcode table: header layouts, queues, receive handlers
 // qp_tx.cc    SQ/IRQ → FPDUs (segmentation, CRC, markers) → transport
 // qp_rx.cc    transport bytes → FPDU machine → checks → placement → completion
 // terminate.cc  AccessResult / errors → RFC Terminate codes, build and parse
@@ -35,6 +37,7 @@ struct Stats {
   uint64_t crc_errors = 0;
   uint64_t markers_rx = 0;
   uint64_t markers_tx = 0;
+  uint64_t qp_transitions_refused = 0;  // illegal QP state changes asked for: local bugs
 };
 
 struct Srq {
@@ -57,6 +60,7 @@ struct TermCause {
 TermCause cause_for(AccessResult r, bool ddp_tagged);
 
 class Qp;
+struct OpcodeInfo;
 class QpOwner {
  public:
   virtual ~QpOwner() = default;
@@ -97,7 +101,8 @@ class Qp {
   // --- qp.cc: lifecycle ---
   // Enter RDMA mode on a stream whose MPA exchange is done. initiator: we
   // send the RTR (if any); otherwise we wait for it before transmitting.
-  void start(net::StreamConn* conn, const MpaResult& mpa, bool initiator);
+  // -EINVAL, and nothing done, unless the QP is Idle.
+  int start(net::StreamConn* conn, const MpaResult& mpa, bool initiator);
   // Moves to error: flushes every outstanding work request (errors always
   // complete) and aborts the stream. Safe to call in any state.
   void to_error(WcStatus first_status, uint32_t vendor_err);
@@ -127,6 +132,7 @@ class Qp {
 
  private:
   friend struct QpTestPeer;
+  friend struct OpcodeTable;  // its entries name the receive handlers
 
   // Send queue entry: a WR being transmitted (phase = message index within it).
   struct SqEntry {
@@ -163,13 +169,11 @@ class Qp {
   // The message currently being transmitted.
   struct TxMsg {
     bool active = false;
-    RdmapOpcode op{};
-    uint32_t qn = 0, msn = 0, stag = 0, rsvd_ulp = 0;
+    RdmapOpcode op{};  // its table entry says whether the payload is ctrl or tx_sges()
+    uint32_t msn = 0, stag = 0, rsvd_ulp = 0;
     uint64_t to = 0;
     int nsge = 0;  // of tx_sges()
-    uint8_t ctrl[sizeof(AtomicReqPayload) + 8];  // small fixed payloads
-    uint32_t ctrl_len = 0;
-    bool use_ctrl = false;
+    uint8_t ctrl[sizeof(AtomicReqPayload) + 8];  // control payloads, a Terminate's too
     uint64_t total = 0, sent = 0;
     uint32_t fpdus = 0;
     int sge_idx = 0;           // payload cursor within tx_sges()
@@ -183,7 +187,7 @@ class Qp {
 
   // qp_tx.cc
   bool tx_next_message();
-  void tx_ctrl(RdmapOpcode op, uint32_t qn, size_t len);
+  void tx_ctrl(RdmapOpcode op);
   bool tx_from_sq();
   void tx_from_irq();
   bool tx_fpdu();
@@ -199,23 +203,34 @@ class Qp {
   size_t rx_chunk(const uint8_t* p, size_t n);
   size_t rx_marker(const uint8_t* p, size_t n);
   bool rx_header_done();
-  bool rx_check_tagged();
   bool rx_check_untagged();
   void rx_place(const uint8_t* p, size_t n);
   void rx_fpdu_done();
-  void rx_ctrl_message();
+  void rx_recv_complete(bool imm);
+  bool rx_take_recv();
+  // Per opcode, reached through its OpcodeInfo (opcodes.h). Header checks:
+  bool rx_hdr_write();
+  bool rx_hdr_read_resp();
+  bool rx_hdr_send();
+  bool rx_hdr_ctrl();
+  bool rx_hdr_imm();
+  // ... and effects once the FPDU's CRC is good:
+  void rx_read_resp_done();
+  void rx_send_done();
+  void rx_imm_data();
   void rx_read_request();
   void rx_atomic_request();
   void rx_atomic_response();
   void rx_terminate();
-  void rx_recv_complete(bool imm);
-  bool rx_take_recv();
   // terminate.cc
   void terminate(TermCause cause, bool with_ddp_hdr, bool with_rdmap_hdr,
                  WcStatus local = WcStatus::kWrFlushErr);
   void queue_terminate_frame(const TermCause& cause, bool with_ddp_hdr, bool with_rdmap_hdr);
   static WcStatus status_for(const TermCause& cause);
   // qp.cc
+  // The one place state_ changes: -EINVAL, state_ kept, for a transition
+  // qp_state.h does not allow.
+  int set_state(QpState to);
   void flush_all(WcStatus first_status, uint32_t vendor_err);
   uint32_t next_msn(uint32_t qn) { return tx_msn_[qn]++; }
 
@@ -256,6 +271,7 @@ class Qp {
 
   // Receive state.
   RxStage rx_stage_ = RxStage::kHdr;
+  const OpcodeInfo* rx_op_ = nullptr;  // the current FPDU's, once its header checked out
   uint8_t rx_hdr_[sizeof(UntaggedHdr)];
   size_t rx_hdr_have_ = 0;
   size_t rx_hdr_need_ = sizeof(Ctrl);

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "stack/common/crc32c.h"
+#include "stack/iwarp/opcodes.h"
 #include "stack/iwarp/qp.h"
 
 namespace softrdma::iwarp {
@@ -20,29 +21,6 @@ namespace softrdma::iwarp {
 namespace {
 
 constexpr uint8_t u8(auto v) { return static_cast<uint8_t>(v); }
-
-// The untagged queue each untagged opcode must arrive on.
-uint32_t expected_qn(RdmapOpcode op) {
-  switch (op) {
-    case RdmapOpcode::kRdmaReadReq: return kQnReadReq;
-    case RdmapOpcode::kTerminate: return kQnTerminate;
-    case RdmapOpcode::kAtomicReq: return kQnAtomicReq;
-    case RdmapOpcode::kAtomicResp: return kQnAtomicResp;
-    default: return kQnSend;
-  }
-}
-
-// Fixed payload sizes of the control messages (0: variable).
-size_t ctrl_size(RdmapOpcode op) {
-  switch (op) {
-    case RdmapOpcode::kRdmaReadReq: return sizeof(ReadReqPayload);
-    case RdmapOpcode::kAtomicReq: return sizeof(AtomicReqPayload);
-    case RdmapOpcode::kAtomicResp: return sizeof(AtomicRespPayload);
-    case RdmapOpcode::kImmData:
-    case RdmapOpcode::kImmDataSe: return sizeof(ImmDataPayload);
-    default: return 0;
-  }
-}
 
 // Masked Fetch-Add (RFC 7306 §5.2.1): a set mask bit ends a field, so the
 // carry out of that bit is dropped instead of entering the next field.
@@ -55,8 +33,6 @@ uint64_t partitioned_add(uint64_t a, uint64_t b, uint64_t field_ends) {
   }
   return sum;
 }
-
-bool is_imm(RdmapOpcode op) { return op == RdmapOpcode::kImmData || op == RdmapOpcode::kImmDataSe; }
 
 }  // namespace
 
@@ -163,25 +139,25 @@ size_t Qp::rx_marker(const uint8_t* p, size_t n) {
 bool Qp::rx_header_done() {
   const auto* c = reinterpret_cast<const Ctrl*>(rx_hdr_);
   const bool tagged = c->tagged();
-  const size_t hdr = hdr_len(tagged);
   const uint8_t ddp_etype = u8(tagged ? DdpEtype::kTaggedBuf : DdpEtype::kUntaggedBuf);
   if (c->ddp_version() != kDdpVersion) {
     uint8_t ecode = tagged ? u8(DdpTaggedEcode::kVersion) : u8(DdpUntaggedEcode::kVersion);
     terminate({TermLayer::kDdp, ddp_etype, ecode}, true, false);
     return false;
   }
-  const RdmapOpcode op = static_cast<RdmapOpcode>(c->opcode());
-  const bool op_tagged = op == RdmapOpcode::kRdmaWrite || op == RdmapOpcode::kRdmaReadResp;
   if (c->rdmap_version() != kRdmapVersion) {
     terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteOperation), u8(RdmapEcode::kVersion)},
               true, false);
     return false;
   }
-  if (c->opcode() >= kRdmapOpcodeCount || tagged != op_tagged) {
+  const OpcodeInfo* op = find_opcode(c->opcode());
+  if (!op || op->tagged != tagged) {
     terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteOperation), u8(RdmapEcode::kOpcode)}, true,
               false);
     return false;
   }
+  rx_op_ = op;
+  const size_t hdr = op->hdr_len;
   const size_t ulpdu = c->mpa_len.get();
   if (ulpdu < hdr - kMpaLenSize) {  // shorter than its own header: framing is lost
     terminate({TermLayer::kDdp, u8(DdpEtype::kCatastrophic), 0}, false, false,
@@ -193,37 +169,37 @@ bool Qp::rx_header_done() {
   rx_trailer_need_ = mpa_pad(ulpdu) + kMpaCrcSize;
   rx_trailer_have_ = 0;
   rx_sink_ = Sink::kDiscard;
-  bool ok = tagged ? rx_check_tagged() : rx_check_untagged();
-  if (!ok) return false;
+  if (!(this->*op->rx_hdr)()) return false;
   rx_stage_ = rx_payload_len_ ? RxStage::kPayload : RxStage::kTrailer;
   return true;
 }
 
-bool Qp::rx_check_tagged() {
+bool Qp::rx_hdr_write() {
   const auto* t = reinterpret_cast<const TaggedHdr*>(rx_hdr_);
-  const auto op = static_cast<RdmapOpcode>(t->ctrl.opcode());
-  const uint32_t stag = t->stag.get();
-  const uint64_t to = t->to.get();
-  if (op == RdmapOpcode::kRdmaWrite) {
-    if (rtr_awaited_) {
-      if (mpa_.rtr != Rtr::kWrite || rx_payload_len_ != 0) {
-        terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false,
-                  WcStatus::kFatalErr);
-        return false;
-      }
-      return true;  // the RTR: nothing to place, checked done in rx_fpdu_done
-    }
-    if (rx_payload_len_ == 0) return true;  // nothing to place, nothing to check
-    AccessResult r =
-        mrs_->check(stag, init_.pd, to, rx_payload_len_, kAccessRemoteWrite, &rx_dst_);
-    if (r != AccessResult::kOk) {
-      terminate(cause_for(r, true), true, false);
+  if (rtr_awaited_) {
+    if (mpa_.rtr != Rtr::kWrite || rx_payload_len_ != 0) {
+      terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false,
+                WcStatus::kFatalErr);
       return false;
     }
-    rx_sink_ = Sink::kLinear;
-    return true;
+    return true;  // the RTR: nothing to place, checked done in rx_fpdu_done
   }
-  // RDMA Read Response: must continue the oldest outstanding Read exactly.
+  if (rx_payload_len_ == 0) return true;  // nothing to place, nothing to check
+  AccessResult r = mrs_->check(t->stag.get(), init_.pd, t->to.get(), rx_payload_len_,
+                               kAccessRemoteWrite, &rx_dst_);
+  if (r != AccessResult::kOk) {
+    terminate(cause_for(r, true), true, false);
+    return false;
+  }
+  rx_sink_ = Sink::kLinear;
+  return true;
+}
+
+// RDMA Read Response: must continue the oldest outstanding Read exactly.
+bool Qp::rx_hdr_read_resp() {
+  const auto* t = reinterpret_cast<const TaggedHdr*>(rx_hdr_);
+  const uint32_t stag = t->stag.get();
+  const uint64_t to = t->to.get();
   if (orq_.empty() || orq_.front().atomic_id != 0 || orq_.front().sink_stag != stag ||
       orq_.front().sink_to != to || rx_payload_len_ > orq_.front().remaining) {
     terminate({TermLayer::kDdp, u8(DdpEtype::kTaggedBuf),
@@ -238,12 +214,15 @@ bool Qp::rx_check_tagged() {
   return true;
 }
 
+// What every untagged message must satisfy, checked first by each untagged
+// opcode's handler: its opcode's queue, the queue's next MSN (RFC 5041
+// §5.3), and the agreed RTR first (RFC 6581 §5).
 bool Qp::rx_check_untagged() {
   const auto* u = reinterpret_cast<const UntaggedHdr*>(rx_hdr_);
-  const auto op = static_cast<RdmapOpcode>(u->ctrl.opcode());
-  const uint32_t qn = u->qn.get(), msn = u->msn.get(), mo = u->mo.get();
+  const auto op = rx_op_->op;
+  const uint32_t qn = u->qn.get(), msn = u->msn.get();
   const uint8_t etype = u8(DdpEtype::kUntaggedBuf);
-  if (qn != expected_qn(op)) {
+  if (qn != rx_op_->qn) {
     terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidQn)}, true, false);
     return false;
   }
@@ -257,28 +236,47 @@ bool Qp::rx_check_untagged() {
                (mpa_.rtr == Rtr::kRead && op == RdmapOpcode::kRdmaReadReq);
     if (!rtr) {
       terminate({TermLayer::kLlp, 0, u8(LlpEcode::kNoMatchingRtr)}, false, false,
-                  WcStatus::kFatalErr);
+                WcStatus::kFatalErr);
       return false;
     }
   }
-  if (qn != kQnSend || is_imm(op)) {
-    // Control messages are single FPDUs of a fixed (or bounded) size.
-    size_t want = ctrl_size(op);
-    bool size_ok = want ? rx_payload_len_ == want
-                        : (rx_payload_len_ >= sizeof(TerminatePayload) &&
-                           rx_payload_len_ <= sizeof(rx_ctrl_));
-    if (mo != 0 || !u->ctrl.last() || !size_ok) {
-      terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
-      return false;
-    }
-    if (is_imm(op) && rx_msg_active_) {  // a new message inside an unfinished Send
-      terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
-      return false;
-    }
-    if (is_imm(op) && !rx_take_recv()) return false;
-    rx_sink_ = Sink::kCtrl;
-    return true;
+  return true;
+}
+
+// Control messages are single FPDUs of a fixed (or bounded) size.
+bool Qp::rx_hdr_ctrl() {
+  static_assert(sizeof(rx_ctrl_) >= max_ctrl_len());
+  if (!rx_check_untagged()) return false;
+  const auto* u = reinterpret_cast<const UntaggedHdr*>(rx_hdr_);
+  const size_t want = rx_op_->ctrl_len;
+  const bool size_ok = rx_op_->payload == PayloadKind::kFixed
+                           ? rx_payload_len_ == want
+                           : rx_payload_len_ >= want && rx_payload_len_ <= sizeof(rx_ctrl_);
+  if (u->mo.get() != 0 || !u->ctrl.last() || !size_ok) {
+    terminate({TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(DdpUntaggedEcode::kInvalidMo)},
+              true, false);
+    return false;
   }
+  rx_sink_ = Sink::kCtrl;
+  return true;
+}
+
+// Immediate Data (RFC 7306 §4.2): a control message that consumes a receive.
+bool Qp::rx_hdr_imm() {
+  if (!rx_hdr_ctrl()) return false;
+  if (rx_msg_active_) {  // a new message inside an unfinished Send
+    terminate({TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(DdpUntaggedEcode::kInvalidMo)},
+              true, false);
+    return false;
+  }
+  return rx_take_recv();
+}
+
+bool Qp::rx_hdr_send() {
+  const auto* u = reinterpret_cast<const UntaggedHdr*>(rx_hdr_);
+  const uint32_t mo = u->mo.get();
+  const uint8_t etype = u8(DdpEtype::kUntaggedBuf);
+  if (!rx_check_untagged()) return false;
   if (rtr_awaited_) return true;  // zero-length Send RTR: consumes no buffer
   // A Send: continue the message in progress or start one in a posted receive.
   if (!rx_msg_active_) {
@@ -287,9 +285,7 @@ bool Qp::rx_check_untagged() {
       return false;
     }
     if (!rx_take_recv()) return false;
-    rx_inv_stag_ = (op == RdmapOpcode::kSendInv || op == RdmapOpcode::kSendSeInv)
-                       ? u->rsvd_ulp.get()
-                       : 0;
+    rx_inv_stag_ = rx_op_->invalidate ? u->rsvd_ulp.get() : 0;
   } else if (mo != rx_msg_len_) {
     terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
     return false;
@@ -299,7 +295,7 @@ bool Qp::rx_check_untagged() {
               WcStatus::kLocLenErr);
     return false;
   }
-  rx_solicited_ = op == RdmapOpcode::kSendSe || op == RdmapOpcode::kSendSeInv;
+  rx_solicited_ = rx_op_->solicited;
   rx_sink_ = Sink::kRecv;
   return true;
 }
@@ -367,8 +363,7 @@ void Qp::rx_fpdu_done() {
   }
   ++stats_->fpdus_rx;
   const auto* c = reinterpret_cast<const Ctrl*>(rx_hdr_);
-  const auto op = static_cast<RdmapOpcode>(c->opcode());
-  const uint64_t len = rx_payload_len_;
+  const OpcodeInfo& op = *rx_op_;
   // Reset for the next FPDU before effects, which may terminate.
   rx_stage_ = RxStage::kHdr;
   rx_hdr_have_ = 0;
@@ -378,58 +373,41 @@ void Qp::rx_fpdu_done() {
 
   if (rtr_awaited_) {  // the RTR (checked at its header): now we may talk
     rtr_awaited_ = false;
-    if (!c->tagged()) ++rx_msn_[reinterpret_cast<const UntaggedHdr*>(rx_hdr_)->qn.get()];
-    if (op == RdmapOpcode::kRdmaReadReq) rx_read_request();
+    if (!op.tagged) ++rx_msn_[op.qn];
+    if (op.op == RdmapOpcode::kRdmaReadReq) rx_read_request();
     if (owner_) owner_->on_qp_ready(this);
     return;
   }
-  switch (op) {
-    case RdmapOpcode::kRdmaWrite:
-      return;
-    case RdmapOpcode::kRdmaReadResp: {
-      OrqEntry& o = orq_.front();
-      o.sink_to += len;
-      o.remaining -= len;
-      if (c->last() != (o.remaining == 0)) {
-        terminate({TermLayer::kDdp, u8(DdpEtype::kTaggedBuf), u8(DdpTaggedEcode::kBaseBounds)},
-                  true, false, WcStatus::kBadRespErr);
-        return;
-      }
-      if (!c->last()) return;
-      const bool wr_done = o.last_piece;
-      orq_.pop_front();
-      if (wr_done) sq_response_done();
-      return;
-    }
-    default:
-      break;
-  }
-  const uint32_t qn = reinterpret_cast<const UntaggedHdr*>(rx_hdr_)->qn.get();
-  if (qn == kQnSend && !is_imm(op)) {
-    rx_msg_len_ += len;
-    if (!c->last()) return;
-    ++rx_msn_[kQnSend];
-    rx_recv_complete(false);
-    return;
-  }
-  ++rx_msn_[qn];
-  rx_ctrl_message();
+  // An untagged message's last FPDU completes its MSN (RFC 5041 §5.3);
+  // control messages are single FPDUs.
+  if (!op.tagged && c->last()) ++rx_msn_[op.qn];
+  if (op.rx_done) (this->*op.rx_done)();
 }
 
-void Qp::rx_ctrl_message() {
-  const auto op = static_cast<RdmapOpcode>(reinterpret_cast<const Ctrl*>(rx_hdr_)->opcode());
-  switch (op) {
-    case RdmapOpcode::kRdmaReadReq: return rx_read_request();
-    case RdmapOpcode::kAtomicReq: return rx_atomic_request();
-    case RdmapOpcode::kAtomicResp: return rx_atomic_response();
-    case RdmapOpcode::kTerminate: return rx_terminate();
-    case RdmapOpcode::kImmData:
-    case RdmapOpcode::kImmDataSe:
-      rx_solicited_ = op == RdmapOpcode::kImmDataSe;
-      return rx_recv_complete(true);
-    default:
-      return;
+void Qp::rx_read_resp_done() {
+  const bool last = reinterpret_cast<const Ctrl*>(rx_hdr_)->last();
+  OrqEntry& o = orq_.front();
+  o.sink_to += rx_payload_len_;
+  o.remaining -= rx_payload_len_;
+  if (last != (o.remaining == 0)) {
+    terminate({TermLayer::kDdp, u8(DdpEtype::kTaggedBuf), u8(DdpTaggedEcode::kBaseBounds)}, true,
+              false, WcStatus::kBadRespErr);
+    return;
   }
+  if (!last) return;
+  const bool wr_done = o.last_piece;
+  orq_.pop_front();
+  if (wr_done) sq_response_done();
+}
+
+void Qp::rx_send_done() {
+  rx_msg_len_ += rx_payload_len_;
+  if (reinterpret_cast<const Ctrl*>(rx_hdr_)->last()) rx_recv_complete(false);
+}
+
+void Qp::rx_imm_data() {
+  rx_solicited_ = rx_op_->solicited;
+  rx_recv_complete(true);
 }
 
 // A message on QN 0 is complete: its receive completes (RFC 5040 §5.3).

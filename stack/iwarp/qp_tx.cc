@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "stack/iwarp/fpdu_size.h"
+#include "stack/iwarp/opcodes.h"
 #include "stack/iwarp/qp.h"
 #include "stack/iwarp/tx_frame.h"
 
@@ -48,21 +49,24 @@ void Qp::tx_progress() {
 }
 
 // A control message (Read Request, Terminate, atomics, Immediate Data): a
-// small fixed payload in tx_.ctrl, one untagged message on its queue.
-void Qp::tx_ctrl(RdmapOpcode op, uint32_t qn, size_t len) {
+// small payload in tx_.ctrl, of its opcode's size, one untagged message on
+// its opcode's queue.
+void Qp::tx_ctrl(RdmapOpcode op) {
+  static_assert(sizeof(tx_.ctrl) >= max_ctrl_len());
+  const OpcodeInfo& info = opcode_info(op);
   tx_.op = op;
-  tx_.qn = qn;
-  tx_.msn = next_msn(qn);
-  tx_.use_ctrl = true;
-  tx_.ctrl_len = static_cast<uint32_t>(len);
-  tx_.total = len;
+  tx_.msn = next_msn(info.qn);
+  tx_.total = info.ctrl_len;
 }
 
 // Chooses what goes next and fills tx_. Returns false when nothing may go.
 bool Qp::tx_next_message() {
   tx_ = TxMsg{};
   if (!term_frame_.empty() && !term_sent_) {
-    tx_ctrl(RdmapOpcode::kTerminate, kQnTerminate, term_frame_.size());
+    static_assert(sizeof(tx_.ctrl) >= sizeof(TerminatePayload) + kTermDdpSegLenSize +
+                                          sizeof(UntaggedHdr) - kMpaLenSize + kTermRdmapHdrSize);
+    tx_ctrl(RdmapOpcode::kTerminate);
+    tx_.total = term_frame_.size();  // its optional fields make it longer
     std::memcpy(tx_.ctrl, term_frame_.data(), term_frame_.size());
     tx_.origin = TxMsg::Origin::kTerminate;
     return tx_.active = true;
@@ -75,9 +79,9 @@ bool Qp::tx_next_message() {
       tx_.op = RdmapOpcode::kRdmaWrite;
     } else if (mpa_.rtr == Rtr::kSend) {
       tx_.op = RdmapOpcode::kSend;
-      tx_.msn = next_msn(kQnSend);
+      tx_.msn = next_msn(opcode_info(tx_.op).qn);
     } else {
-      tx_ctrl(RdmapOpcode::kRdmaReadReq, kQnReadReq, sizeof(ReadReqPayload));
+      tx_ctrl(RdmapOpcode::kRdmaReadReq);
       std::memset(tx_.ctrl, 0, sizeof(ReadReqPayload));
       orq_.push_back(OrqEntry{.wr_id = 0, .opcode = WrOpcode::kRead, .signaled = false,
                               .last_piece = false, .sink_stag = 0, .sink_to = 0,
@@ -98,7 +102,7 @@ void Qp::tx_from_irq() {
   IrqEntry& r = irq_.front();
   tx_.origin = TxMsg::Origin::kIrq;
   if (r.atomic) {
-    tx_ctrl(RdmapOpcode::kAtomicResp, kQnAtomicResp, sizeof(AtomicRespPayload));
+    tx_ctrl(RdmapOpcode::kAtomicResp);
     auto* a = reinterpret_cast<AtomicRespPayload*>(tx_.ctrl);
     a->req_id.set(r.atomic_id);
     a->orig_value.set(r.orig);
@@ -134,7 +138,7 @@ bool Qp::tx_from_sq() {
       tx_.op = inv ? (se ? RdmapOpcode::kSendSeInv : RdmapOpcode::kSendInv)
                    : (se ? RdmapOpcode::kSendSe : RdmapOpcode::kSend);
       tx_.rsvd_ulp = inv ? wr.invalidate_stag : 0;
-      tx_.msn = next_msn(kQnSend);
+      tx_.msn = next_msn(opcode_info(tx_.op).qn);
       tx_.nsge = wr.num_sge;
       tx_.total = e.total;
       return true;
@@ -150,8 +154,7 @@ bool Qp::tx_from_sq() {
         tx_.total = e.total;
         return true;
       }
-      tx_ctrl(se ? RdmapOpcode::kImmDataSe : RdmapOpcode::kImmData, kQnSend,
-              sizeof(ImmDataPayload));
+      tx_ctrl(se ? RdmapOpcode::kImmDataSe : RdmapOpcode::kImmData);
       reinterpret_cast<ImmDataPayload*>(tx_.ctrl)->data.set(wr.imm_data);
       return true;
     case WrOpcode::kRead: {
@@ -165,7 +168,7 @@ bool Qp::tx_from_sq() {
       rr->read_size.set(sink.length);
       rr->src_stag.set(wr.rkey);
       rr->src_to.set(wr.remote_addr + offset);
-      tx_ctrl(RdmapOpcode::kRdmaReadReq, kQnReadReq, sizeof(ReadReqPayload));
+      tx_ctrl(RdmapOpcode::kRdmaReadReq);
       orq_.push_back(OrqEntry{.wr_id = wr.wr_id, .opcode = wr.opcode,
                               .signaled = (wr.flags & kWrSignaled) != 0,
                               .last_piece = e.phase + 1 == phases(wr), .sink_stag = sink.lkey,
@@ -188,7 +191,7 @@ bool Qp::tx_from_sq() {
       a->add_swap_mask.set(cas ? ~uint64_t{0} : 0);
       a->compare.set(cas ? wr.compare_add : 0);
       a->compare_mask.set(~uint64_t{0});
-      tx_ctrl(RdmapOpcode::kAtomicReq, kQnAtomicReq, sizeof(AtomicReqPayload));
+      tx_ctrl(RdmapOpcode::kAtomicReq);
       orq_.push_back(OrqEntry{.wr_id = wr.wr_id, .opcode = wr.opcode,
                               .signaled = (wr.flags & kWrSignaled) != 0, .last_piece = true,
                               .sink_stag = 0, .sink_to = 0, .remaining = 8, .wr_bytes = 8,
@@ -201,9 +204,9 @@ bool Qp::tx_from_sq() {
 
 // Sends one FPDU of tx_. False when the transport has no room (or failed).
 bool Qp::tx_fpdu() {
-  const bool tagged =
-      tx_.op == RdmapOpcode::kRdmaWrite || tx_.op == RdmapOpcode::kRdmaReadResp;
-  const size_t hdr = hdr_len(tagged);
+  const OpcodeInfo& info = opcode_info(tx_.op);
+  const bool data = info.payload == PayloadKind::kData;  // else tx_.ctrl holds it
+  const size_t hdr = info.hdr_len;
   size_t max = fpdu_size(conn_->max_segment());
   if (mpa_.tx_markers) max -= (max / kMpaMarkerInterval + 2) * kMpaMarkerSize;
   const size_t room = max - hdr - 3 - kMpaCrcSize;
@@ -216,7 +219,7 @@ bool Qp::tx_fpdu() {
 
   // A Read Response re-checks its source each FPDU: the MR may have been
   // closed since the request was accepted.
-  if (tx_.origin == TxMsg::Origin::kIrq && !tx_.use_ctrl && chunk > 0) {
+  if (tx_.origin == TxMsg::Origin::kIrq && data && chunk > 0) {
     uint8_t* p;
     AccessResult r = mrs_->check(tx_.one_sge.lkey, init_.pd, tx_.one_sge.addr + tx_.sent, chunk,
                                  kAccessRemoteRead, &p);
@@ -231,26 +234,18 @@ bool Qp::tx_fpdu() {
   }
 
   uint8_t h[sizeof(UntaggedHdr)];
-  auto* c = reinterpret_cast<Ctrl*>(h);
-  c->mpa_len.set(static_cast<uint16_t>(ulpdu));
-  c->set(tagged, tx_.sent + chunk == tx_.total, tx_.op);
-  if (tagged) {
-    auto* t = reinterpret_cast<TaggedHdr*>(h);
-    t->stag.set(tx_.stag);
-    t->to.set(tx_.to + tx_.sent);
-  } else {
-    auto* u = reinterpret_cast<UntaggedHdr*>(h);
-    u->rsvd_ulp.set(tx_.rsvd_ulp);
-    u->qn.set(tx_.qn);
-    u->msn.set(tx_.msn);
-    u->mo.set(static_cast<uint32_t>(tx_.sent));
-  }
+  build_hdr(info,
+            HdrFields{.ulpdu_len = static_cast<uint16_t>(ulpdu),
+                      .last = tx_.sent + chunk == tx_.total, .stag = tx_.stag,
+                      .to = tx_.to + tx_.sent, .rsvd_ulp = tx_.rsvd_ulp, .msn = tx_.msn,
+                      .mo = static_cast<uint32_t>(tx_.sent)},
+            h);
 
   const int idx0 = tx_.sge_idx;
   const uint64_t off0 = tx_.sge_off;
   TxFrame f(mpa_.tx_markers, mpa_.crc, tx_pos_);
   bool ok = f.add(h, hdr);
-  if (tx_.use_ctrl) {
+  if (!data) {
     ok = ok && f.add(tx_.ctrl + tx_.sent, chunk);
   } else {
     // Walk the SGE cursor: payload goes straight from registered memory.
@@ -289,7 +284,7 @@ bool Qp::tx_fpdu() {
   ++tx_.fpdus;
   ++stats_->fpdus_tx;
   stats_->markers_tx += static_cast<uint64_t>(f.markers());
-  if (!tx_.use_ctrl) stats_->payload_tx += chunk;
+  if (data) stats_->payload_tx += chunk;
   return true;
 }
 

@@ -61,11 +61,10 @@ WcStatus Qp::status_for(const TermCause& c) {
 // not concern are flushed.
 void Qp::terminate(TermCause cause, bool with_ddp_hdr, bool with_rdmap_hdr, WcStatus local) {
   rx_stage_ = RxStage::kDead;
-  if (state_ != QpState::kRts) {
+  if (state_ != QpState::kRts || set_state(QpState::kTerminate) < 0) {
     to_error(local, cause.packed());
     return;
   }
-  state_ = QpState::kTerminate;
   term_cause_ = cause;
   term_local_ = local;
   queue_terminate_frame(cause, with_ddp_hdr, with_rdmap_hdr);

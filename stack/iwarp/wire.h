@@ -241,8 +241,10 @@ enum class LlpEcode : uint8_t {
   kNoMatchingRtr = 0x07,      // RFC 6581
 };
 
-// Header length by opcode: the opcode table is the one source of truth for
-// how many octets follow the MPA length before payload starts.
+// DDP header length (MPA length included) as the T bit selects it (RFC 5041
+// §4.2): what a receiver collects before it can check the opcode. Everything
+// per opcode, its header length too, is in the opcode table (opcodes.h), the
+// one source of truth, which asserts that its lengths agree with this.
 constexpr size_t hdr_len(bool tagged) { return tagged ? sizeof(TaggedHdr) : sizeof(UntaggedHdr); }
 
 }  // namespace softrdma::iwarp

@@ -1,15 +1,18 @@
-// QP state machine: Idle → RTS on start, work posted early, the ways into
-// Error (local close, to_error, a Terminate received or sent, the stream
-// lost) and what every outstanding work request completes with on the way.
-// Two QPs over FakeConn, no Engine and no MPA exchange.
+// QP state machine: the legal transitions (qp_state.h) for every pair of
+// states, Idle → RTS on start, work posted early, the ways into Error (local
+// close, to_error, a Terminate received or sent, the stream lost) and what
+// every outstanding work request completes with on the way. Two QPs over
+// FakeConn, no Engine and no MPA exchange.
 #include <gtest/gtest.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "stack/iwarp/qp_state.h"
 #include "stack/iwarp/tx_frame.h"
 #include "stack/tests/fake_conn.h"
 
@@ -20,6 +23,8 @@ struct QpTestPeer {
   static bool receiving_message(const Qp& q) { return q.rx_msg_active_; }
   static size_t orq(const Qp& q) { return q.orq_.size(); }
   static size_t sq(const Qp& q) { return q.sq_.size(); }
+  static int set_state(Qp& q, QpState to) { return q.set_state(to); }
+  static void force_state(Qp& q, QpState s) { q.state_ = s; }  // a starting point only
 };
 
 }  // namespace softrdma::iwarp
@@ -124,6 +129,78 @@ void expect_flushed(const std::map<uint64_t, Wc>& wcs, const std::vector<uint64_
                                        << ", want " << to_string(want);
     EXPECT_EQ(it->second.vendor_err, vendor_err) << "wr_id " << id;
   }
+}
+
+constexpr QpState kStates[] = {QpState::kIdle, QpState::kRts, QpState::kClosing,
+                               QpState::kTerminate, QpState::kError};
+static_assert(std::size(kStates) == iwarp::kQpStateCount);
+
+// The verbs QP state diagram as this stack uses it, written out by hand:
+// kLegal[from][to], states in kStates order.
+constexpr bool kLegal[5][5] = {
+    //         Idle   RTS    Closing Term   Error
+    /* Idle */ {false, true, false, false, true},
+    /* RTS  */ {false, false, true, true, true},
+    /* Clos */ {false, false, false, false, true},
+    /* Term */ {false, false, false, false, true},
+    /* Err  */ {false, false, false, false, false},
+};
+
+// Every (from, to) pair: the table says what kLegal says, and set_state
+// moves the QP exactly then; a refusal is counted and leaves it where it was.
+TEST(QpStateTest, EveryTransitionPairFollowsTheTable) {
+  const char* names[] = {"idle", "rts", "closing", "terminate", "error"};
+  for (int f = 0; f < 5; ++f) {
+    EXPECT_STREQ(to_string(kStates[f]), names[f]);
+    for (int t = 0; t < 5; ++t) {
+      SCOPED_TRACE(std::string(names[f]) + " -> " + names[t]);
+      EXPECT_EQ(iwarp::qp_transition_legal(kStates[f], kStates[t]), kLegal[f][t]);
+      FakeHost h{1};
+      QpTestPeer::force_state(*h.qp, kStates[f]);
+      EXPECT_EQ(QpTestPeer::set_state(*h.qp, kStates[t]), kLegal[f][t] ? 0 : -EINVAL);
+      EXPECT_EQ(h.qp->state(), kLegal[f][t] ? kStates[t] : kStates[f]);
+      EXPECT_EQ(h.stats.qp_transitions_refused, kLegal[f][t] ? 0u : 1u);
+    }
+  }
+}
+
+// start is Idle → RTS only: a second start, or one after an error, is
+// refused and leaves the QP (and its stream) as it was.
+TEST(QpStateTest, StartRefusedUnlessIdle) {
+  Pair p;
+  p.start();
+  auto [ma, mb] = mpa_pair(true, false, false);
+  FakeConn other({}, 9);
+  EXPECT_EQ(p.a.qp->start(&other, ma, true), -EINVAL);
+  EXPECT_EQ(p.a.qp->state(), QpState::kRts);
+  EXPECT_EQ(p.a.qp->conn(), &p.link->a);
+  p.a.qp->to_error(WcStatus::kWrFlushErr, 0);
+  EXPECT_EQ(p.a.qp->start(&other, ma, true), -EINVAL);
+  EXPECT_EQ(p.a.qp->state(), QpState::kError);
+  EXPECT_EQ(p.a.stats.qp_transitions_refused, 2u);
+  EXPECT_EQ(other.bytes_sent(), 0u);
+}
+
+// close from Idle and from Terminate goes straight to Error (Closing is
+// entered from RTS only), and no path asks for a transition the table refuses.
+TEST(QpStateTest, CloseFromIdleAndTerminate) {
+  FakeHost idle{3};
+  ASSERT_EQ(idle.qp->post_recv(Pair::recv(1, 0, 0, 0)), 0);
+  idle.qp->close();
+  EXPECT_EQ(idle.qp->state(), QpState::kError);
+  expect_flushed(completions(idle), {1}, 1, WcStatus::kWrFlushErr, 0);
+
+  Pair p;
+  p.start();
+  p.link->b.config().tx_space = 0;  // b's Terminate cannot leave
+  ASSERT_EQ(p.a.qp->post_send(p.send(1, 0, 10)), 0);  // b has no receive posted
+  ASSERT_TRUE(p.link->pump());
+  ASSERT_EQ(p.b.qp->state(), QpState::kTerminate);
+  p.b.qp->close();
+  EXPECT_EQ(p.b.qp->state(), QpState::kError);
+  EXPECT_TRUE(p.link->b.closed());
+  for (const iwarp::Stats* st : {&idle.stats, &p.a.stats, &p.b.stats})
+    EXPECT_EQ(st->qp_transitions_refused, 0u);
 }
 
 TEST(QpStateTest, StartMovesIdleToRts) {
