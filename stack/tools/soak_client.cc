@@ -159,7 +159,13 @@ class Client {
   void on_wc(const Wc& wc) {
     auto it = by_num_.find(wc.qp_num);
     if (it == by_num_.end()) return;  // flushed work of a QP already destroyed
-    if (!it->second->on_wc(wc)) fail(kExitError, "an operation failed");
+    if (it->second->on_wc(wc)) return;
+    // A lost stream flushes the QP and queues its kDisconnected in the same
+    // engine pass; when c2's watchdog ran that pass between our CM and CQ
+    // polls, the flush is seen first. The event says why: report it first.
+    CmEvent ev;
+    while (node_.eng().poll_cm(&ev)) on_cm(ev);
+    fail(kExitError, "an operation failed");
   }
 
   // Stall and deadline: a dead or wedged peer must not hang us.
