@@ -10,7 +10,7 @@ PKGS=(
   tshark iproute2 ethtool
   libfabric-dev libfabric-bin
   libdpdk-dev dpdk
-  libisal-dev
+  libisal-dev libsodium-dev
   liblwip-dev
   openmpi-bin libopenmpi-dev
   python3 python3-matplotlib
