@@ -117,7 +117,10 @@ TEST_F(LwipTest, KeepaliveFindsAVanishedIdlePeer) {
   std::printf("[ metric ] vanished idle peer found after %.1f s (idle before: %.1f s)\n", secs,
               std::chrono::duration<double>(cut - t0).count());
   EXPECT_NE(ra_.closed[client_], 0);
-  EXPECT_LT(secs, 12.0);
+  // 10 s by design, counted from the last answered probe (up to 1 s before
+  // the cut), on lwIP's 0.5 s slow timer; the rest is slack for a loaded
+  // 2-vCPU host, where this one polling thread waits for a core.
+  EXPECT_LT(secs, 14.0);
   w.end[0]->set_faults({});
   w.end[1]->set_faults({});
   a_->release(client_);
