@@ -27,7 +27,7 @@ tests=(
   "stack/tests/limits_test"
   "stack/tests/integration_test"
   "stack/tests/reassembly_test"
-  "stack/net/lwip/tests/lwip_transport_test --gtest_filter=-LwipTest.PoolExhaustionParksSendsWithoutLoss"
+  "stack/net/lwip/tests/lwip_transport_test --gtest_filter=-LwipTest.PoolExhaustionParksSendsWithoutLoss:LwipTest.KeepaliveFindsAVanishedIdlePeer"
   "stack/net/lwip/tests/lwip_engine_test --gtest_filter=LwipEngine.SendWriteReadOverPipeLinks"
   "stack/net/dpdk/tests/fault_link_test"
   "stack/net/dpdk/tests/pcap_link_test"

@@ -123,7 +123,9 @@ constexpr bool opcode_entry_ok(int i) {
                               : e.qn < kQnCount;
   const bool sized = (e.payload == PayloadKind::kData) == (e.ctrl_len == 0) &&
                      (e.payload == PayloadKind::kData || !e.invalidate);
-  return static_cast<int>(e.op) == i && e.name && e.rx_hdr && layout && ctrl && model && sized;
+  // (No test of the handlers here: GCC's UBSan makes a member pointer's
+  // comparison non-constant; opcodes_test dispatches every opcode instead.)
+  return static_cast<int>(e.op) == i && e.name && layout && ctrl && model && sized;
 }
 constexpr bool opcode_table_ok() {
   for (int i = 0; i < kRdmapOpcodeCount; ++i)
