@@ -284,16 +284,17 @@ class Mesh {
     }
   }
 
-  // memif devargs for our end of the link with peer.
+  // memif devargs for our end of the link with peer: the socket is a file in
+  // the private run directory, which only this user's processes can reach.
   std::string devargs(pid_t peer, bool server) {
-    return memif_devargs(rv_.link_name(peer), rv_.link_id(peer), server);
+    return memif_devargs(rv_.link_socket(peer), rv_.link_id(peer), server);
   }
   std::string memif_devargs(const std::string& socket, uint32_t id, bool server) {
     uint8_t mac[6];
     Rendezvous::mac_of(rv_.pid(), mac);
     return "net_memif" + std::to_string(next_vdev_++) + ",role=" + (server ? "server" : "client") +
-           ",socket=" + socket + ",id=" + std::to_string(id) + ",mac=" + mac_string(mac) +
-           ",rsize=" + std::to_string(kRingLog2);
+           ",socket=" + socket + ",socket-abstract=no,id=" + std::to_string(id) +
+           ",mac=" + mac_string(mac) + ",rsize=" + std::to_string(kRingLog2);
   }
 
   // The lower pid of a pair serves the memif; the peer attaches as client.
@@ -310,7 +311,7 @@ class Mesh {
   // polled, keeps the socket for the process's lifetime instead.
   void open_anchor() {
     PortOptions o;
-    o.devargs = memif_devargs(rv_.link_name(rv_.pid()), 0, true);
+    o.devargs = memif_devargs(rv_.link_socket(rv_.pid()), 0, true);
     o.mtu = mtu_;
     std::string err;
     anchor_ = open_dpdk_port(o, &err);

@@ -64,7 +64,7 @@ TEST(Rendezvous, TakesRequestsOnlyFromTheProcessTheyName) {
     if (own.send_bye(rv.pid()) != 0) ::_exit(2);
     const std::string b = std::to_string(bystander);
     send_raw(dir, rv.pid(), "BYE " + b);
-    send_raw(dir, rv.pid(), "LINK " + b + " softrdma-" + b);
+    send_raw(dir, rv.pid(), "LINK " + b + " " + b + ".memif");
     send_raw(dir, rv.pid(), "SERVE " + b);
     char c;
     (void)!::read(done[0], &c, 1);
