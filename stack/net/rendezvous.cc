@@ -288,16 +288,17 @@ bool Rendezvous::sender_ok(const ucred* cred, pid_t claimed) {
 
 bool Rendezvous::alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
-pid_t Rendezvous::resolve(in_addr ip, uint16_t port) const {
+int Rendezvous::resolve(in_addr ip, uint16_t port, pid_t* pid) const {
   if (is_virtual(ip)) {
-    pid_t p = pid_of(ip);
-    return alive(p) ? p : 0;
+    *pid = pid_of(ip);
+    return alive(*pid) ? 0 : -EHOSTUNREACH;
   }
-  if (!is_local(ip)) return 0;
+  if (!is_local(ip)) return -ENETUNREACH;
   std::ifstream f(port_path(dir_, port));
-  long pid = 0;
-  if (!(f >> pid)) return 0;
-  return alive(static_cast<pid_t>(pid)) ? static_cast<pid_t>(pid) : 0;
+  long publisher = 0;
+  if (!(f >> publisher) || !alive(static_cast<pid_t>(publisher))) return -ECONNREFUSED;
+  *pid = static_cast<pid_t>(publisher);
+  return 0;
 }
 
 int Rendezvous::reserve_and_publish(uint16_t* port) {

@@ -46,10 +46,12 @@ class Rendezvous {
   in_addr self() const { return address_of(pid_); }
   pid_t pid() const { return pid_; }
 
-  // The process that serves ip:port on this host, or 0: a virtual address
-  // names its process; a loopback or local address is looked up in the
-  // published ports. Dead publishers are ignored.
-  pid_t resolve(in_addr ip, uint16_t port) const;
+  // The process that serves ip:port on this host (*pid), or why none does,
+  // as the kernel would say it: a virtual address names its process (gone:
+  // -EHOSTUNREACH); a loopback or local address is looked up in the
+  // published ports (none, or a dead publisher: -ECONNREFUSED); any other
+  // address is off the mesh (-ENETUNREACH). 0 when found.
+  int resolve(in_addr ip, uint16_t port, pid_t* pid) const;
 
   // A port no other process (kernel sockets included) uses: reserved by a
   // kernel socket bound to it, held until withdraw(). Then published.
