@@ -72,7 +72,7 @@ static_assert(kNeighbourWaitMs / TCP_SLOW_INTERVAL <= 255);  // lwIP's poll inte
 static err_t connect_poll(void* arg, tcp_pcb* pcb) {
   auto* c = static_cast<Conn*>(arg);
   if (c == nullptr || !c->connecting_ || pcb->state != SYN_SENT) {
-    tcp_poll(pcb, nullptr, 0);  // connected (or going): nothing to watch
+    tcp_poll(pcb, nullptr, 0);  // lwIP's default again: nothing to watch
     return ERR_OK;
   }
   const int why = unreachable(c->local_, c->peer_);
@@ -236,7 +236,8 @@ void Conn::lw_err(void* arg, err_t err) {
   c->fail_now(e);
 }
 
-err_t Conn::lw_connected(void* arg, tcp_pcb* /*pcb*/, err_t /*err*/) {
+err_t Conn::lw_connected(void* arg, tcp_pcb* pcb, err_t /*err*/) {
+  tcp_poll(pcb, nullptr, 0);  // connect_poll's watch is over: lwIP's default
   auto* c = static_cast<Conn*>(arg);
   if (c == nullptr) return ERR_OK;
   c->connecting_ = false;
