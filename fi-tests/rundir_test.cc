@@ -141,6 +141,10 @@ class Rundir : public ::testing::Test {
       return;
     }
     EXPECT_TRUE(now.count(std::to_string(pid) + ".ctl")) << list(now);
+    // Its memif socket: a file here, not an abstract name (any user's).
+    const std::string memif = dir_ + "/" + std::to_string(pid) + ".memif";
+    struct stat st{};
+    EXPECT_TRUE(::lstat(memif.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) << list(now);
     if (!port.empty()) {
       EXPECT_TRUE(now.count(port)) << list(now);
     }
@@ -188,6 +192,7 @@ TEST_F(Rundir, NextStartSweepsAKilledProcess) {
   // process of this user starts.
   if (over_mesh()) {
     EXPECT_TRUE(entries(dir_).count(std::to_string(victim) + ".ctl")) << list(entries(dir_));
+    EXPECT_TRUE(entries(dir_).count(std::to_string(victim) + ".memif")) << list(entries(dir_));
   }
   int sfd;
   pid_t next = spawn("starter", &sfd);

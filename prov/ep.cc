@@ -12,6 +12,8 @@
 
 namespace softrdma::prov {
 
+EqItem err_item(fid_t f, int err, int prov_errno, const std::vector<uint8_t>& data);  // fabric.cc
+
 namespace {
 
 int ep_close(fid* f) {
@@ -167,10 +169,11 @@ std::chrono::milliseconds connect_timeout() {
 // the engine gives each attempt a few seconds. MPI ranks start together and
 // connect to each other at once, on a host other jobs may load: both ends'
 // set-up (memif probe, socket handshake on EAL's interrupt thread) can take
-// longer, and rxm would turn the -FI_EHOSTUNREACH into a failed MPI call.
+// longer, and rxm would turn the -FI_ETIMEDOUT into a failed MPI call.
 // The half-made link stays and the peer's answer is still queued, so a
 // second attempt picks up where the first stopped. A dead or unknown peer
-// is -FI_ECONNREFUSED at once, so this never waits on a process that left.
+// fails at once (refused, or unreachable), so this never waits on a
+// process that left.
 // Open: each attempt blocks in the mesh's link set-up (up to 10 s, holding
 // the engine's API lock), so one slow link stalls the process's other
 // connections; an asynchronous first connect would not.
@@ -178,9 +181,15 @@ int connect_with_retry(Ep* ep, const void* param, size_t len) {
   const auto end = std::chrono::steady_clock::now() + connect_timeout();
   for (;;) {
     int rc = ep->dom->fab->engine->connect(ep->qp, ep->peer, param, len);
-    if (rc != -EHOSTUNREACH || std::chrono::steady_clock::now() >= end) return fi_error(rc);
+    if (rc != -ETIMEDOUT || std::chrono::steady_clock::now() >= end) return rc;
     FI_INFO(&g_prov, FI_LOG_EP_CTRL, "link to the peer not up yet; connecting again\n");
   }
+}
+
+// What a connection attempt can come to (the kernel's connect(2) says these
+// after the SYN): reported on the EQ, as when the stream fails later.
+bool is_connect_outcome(int rc) {
+  return rc == -ECONNREFUSED || rc == -ENETUNREACH || rc == -EHOSTUNREACH || rc == -ETIMEDOUT;
 }
 
 int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
@@ -191,7 +200,13 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
   const void* dst = addr ? addr : ep->info->dest_addr;
   if (!dst) return -FI_EINVAL;
   std::memcpy(&ep->peer, dst, sizeof(sockaddr_in));
-  return connect_with_retry(ep, param, len);
+  const int rc = connect_with_retry(ep, param, len);
+  if (!is_connect_outcome(rc)) return fi_error(rc);
+  // Found out before a stream existed (the DPDK mesh knows who listens on
+  // this host), but an outcome all the same: an EQ error entry, as over
+  // kernel TCP, with the reason for fi_eq_strerror.
+  ep->eq->push(err_item(&ep->fid.fid, -fi_error(rc), rc, {}));
+  return 0;
 }
 
 int ep_accept(fid_ep* f, const void* param, size_t len) {

@@ -26,16 +26,6 @@ EqItem cm_item(uint32_t event, fid_t f, fi_info* info, const std::vector<uint8_t
   return it;
 }
 
-EqItem err_item(fid_t f, int err, int prov_errno, const std::vector<uint8_t>& data) {
-  EqItem it{.event = 0, .error = true, .fid = f};
-  it.err.fid = f;
-  it.err.context = f ? f->context : nullptr;
-  it.err.err = err;
-  it.err.prov_errno = prov_errno;
-  it.err_data = data;
-  return it;
-}
-
 int fabric_close(fid* f) {
   auto* fab = from_fid<Fabric>(f);
   fab->stop_auto_progress();
@@ -111,6 +101,17 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context) {
   }
   *out = &fab->fid;
   return 0;
+}
+
+// ep.cc reports a connect that failed before it began this way too.
+EqItem err_item(fid_t f, int err, int prov_errno, const std::vector<uint8_t>& data) {
+  EqItem it{.event = 0, .error = true, .fid = f};
+  it.err.fid = f;
+  it.err.context = f ? f->context : nullptr;
+  it.err.err = err;
+  it.err.prov_errno = prov_errno;
+  it.err_data = data;
+  return it;
 }
 
 void Fabric::dispatch_cm() {

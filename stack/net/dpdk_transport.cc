@@ -107,16 +107,16 @@ class Mesh {
 
   in_addr self() const { return rv_.self(); }
 
-  // Who serves ip:port, as a virtual address; false if nobody on this host.
-  bool resolve(in_addr ip, uint16_t port, in_addr* out) {
+  // Who serves ip:port, as a virtual address; else -errno (Rendezvous::resolve).
+  int resolve(in_addr ip, uint16_t port, in_addr* out) {
     std::lock_guard g(mu_);
-    pid_t pid = rv_.resolve(ip, port);
-    if (pid == 0) return false;
+    pid_t pid = 0;
+    if (int rc = rv_.resolve(ip, port, &pid); rc < 0) return rc;
     *out = Rendezvous::address_of(pid);
-    return true;
+    return 0;
   }
 
-  // A link to pid, up and routed, within the deadline.
+  // A link to pid, up and routed, within the deadline (else -ETIMEDOUT).
   int ensure_link(pid_t pid) {
     std::lock_guard g(mu_);
     if (pid == rv_.pid()) return 0;  // ourselves: lwIP loops it back
@@ -139,7 +139,7 @@ class Mesh {
         if (debug())
           std::fprintf(stderr, "softrdma[%d]: link to %d not up in time (%s)\n", rv_.pid(), pid,
                        it == links_.end() ? "no link" : "link down");
-        return -EHOSTUNREACH;
+        return -ETIMEDOUT;  // the peer lives: fi_connect asks again (prov/ep.cc)
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -284,16 +284,17 @@ class Mesh {
     }
   }
 
-  // memif devargs for our end of the link with peer.
+  // memif devargs for our end of the link with peer: the socket is a file in
+  // the private run directory, which only this user's processes can reach.
   std::string devargs(pid_t peer, bool server) {
-    return memif_devargs(rv_.link_name(peer), rv_.link_id(peer), server);
+    return memif_devargs(rv_.link_socket(peer), rv_.link_id(peer), server);
   }
   std::string memif_devargs(const std::string& socket, uint32_t id, bool server) {
     uint8_t mac[6];
     Rendezvous::mac_of(rv_.pid(), mac);
     return "net_memif" + std::to_string(next_vdev_++) + ",role=" + (server ? "server" : "client") +
-           ",socket=" + socket + ",id=" + std::to_string(id) + ",mac=" + mac_string(mac) +
-           ",rsize=" + std::to_string(kRingLog2);
+           ",socket=" + socket + ",socket-abstract=no,id=" + std::to_string(id) +
+           ",mac=" + mac_string(mac) + ",rsize=" + std::to_string(kRingLog2);
   }
 
   // The lower pid of a pair serves the memif; the peer attaches as client.
@@ -310,7 +311,7 @@ class Mesh {
   // polled, keeps the socket for the process's lifetime instead.
   void open_anchor() {
     PortOptions o;
-    o.devargs = memif_devargs(rv_.link_name(rv_.pid()), 0, true);
+    o.devargs = memif_devargs(rv_.link_socket(rv_.pid()), 0, true);
     o.mtu = mtu_;
     std::string err;
     anchor_ = open_dpdk_port(o, &err);
@@ -438,11 +439,14 @@ class DpdkTransport : public Transport {
   int connect(const sockaddr_in& peer, StreamConn** out) override {
     sockaddr_in a = peer;
     if (mesh_) {
-      if (!mesh_->resolve(peer.sin_addr, ntohs(peer.sin_port), &a.sin_addr)) {
-        if (debug())
-          std::fprintf(stderr, "softrdma: no process on this host listens on port %u\n",
-                       ntohs(peer.sin_port));
-        return -ECONNREFUSED;
+      if (int rc = mesh_->resolve(peer.sin_addr, ntohs(peer.sin_port), &a.sin_addr); rc < 0) {
+        if (debug()) {
+          char ip[INET_ADDRSTRLEN];
+          ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+          std::fprintf(stderr, "softrdma: connect to %s:%u: %s\n", ip, ntohs(peer.sin_port),
+                       std::strerror(-rc));
+        }
+        return rc;
       }
       if (int rc = mesh_->ensure_link(Rendezvous::pid_of(a.sin_addr)); rc < 0) return rc;
     }

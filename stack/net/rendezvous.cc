@@ -128,12 +128,14 @@ int bind_reserving(int s, const sockaddr_in& a) {
   return 0;
 }
 
-// The pid a run-directory entry belongs to: <pid>.ctl, port-<n>.tmp<pid>,
-// or port-<n>, whose content is its publisher's pid. 0: not one of ours.
+// The pid a run-directory entry belongs to: <pid>.ctl, <pid>.memif,
+// port-<n>.tmp<pid>, or port-<n>, whose content is its publisher's pid.
+// 0: not one of ours.
 pid_t entry_pid(const std::string& dir, const char* name, ino_t* ino) {
   long pid = 0, port = 0;
   int end = 0;
   if (std::sscanf(name, "%ld.ctl%n", &pid, &end) == 1 && name[end] == 0) return pid;
+  if (std::sscanf(name, "%ld.memif%n", &pid, &end) == 1 && name[end] == 0) return pid;
   if (std::sscanf(name, "port-%ld.tmp%ld%n", &port, &pid, &end) == 2 && name[end] == 0)
     return pid;
   if (std::sscanf(name, "port-%ld%n", &port, &end) != 1 || name[end] != 0) return 0;
@@ -177,6 +179,22 @@ std::string ctl_path(const std::string& dir, pid_t pid) {
   return dir + "/" + std::to_string(pid) + ".ctl";
 }
 
+std::string memif_name(pid_t pid) { return std::to_string(pid) + ".memif"; }
+
+// Why dir cannot hold this host's sockets ("" if it can): a Unix socket's
+// path has at most 107 octets, and memif device strings are split at commas.
+std::string socket_dir_problem(const std::string& dir) {
+  // The longest names: the largest pid Linux gives (pid_max <= 2^22).
+  constexpr pid_t kMaxPid = 4194304;
+  const size_t longest = std::max(ctl_path(dir, kMaxPid).size(),
+                                  (dir + "/" + memif_name(kMaxPid)).size());
+  if (longest >= sizeof(sockaddr_un::sun_path))
+    return "its path is too long for a Unix socket (" + std::to_string(longest) + " of at most " +
+           std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " octets)";
+  if (dir.find(',') != std::string::npos) return "its path has a comma (memif device strings)";
+  return "";
+}
+
 std::string port_path(const std::string& dir, uint16_t port) {
   return dir + "/port-" + std::to_string(port);
 }
@@ -199,6 +217,11 @@ bool is_local(in_addr ip) {
 
 Rendezvous::Rendezvous() : dir_(pick_dir()), pid_(::getpid()) {
   if (dir_.empty()) return;  // refused: pick_dir said why
+  if (std::string why = socket_dir_problem(dir_); !why.empty()) {
+    std::fprintf(stderr, "softrdma: refusing rendezvous directory %s: %s\n", dir_.c_str(),
+                 why.c_str());
+    return;
+  }
   sweep_dead(dir_);
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return;
@@ -219,6 +242,11 @@ Rendezvous::Rendezvous() : dir_(pick_dir()), pid_(::getpid()) {
     return;
   }
   OwnFiles::get().add(path);
+  // The memif server (DPDK) makes this one when the first link needs it; a
+  // crashed process with this pid left one (its bind would fail).
+  const std::string memif = link_socket(pid_);
+  ::unlink(memif.c_str());
+  OwnFiles::get().add(memif);
 }
 
 Rendezvous::~Rendezvous() {
@@ -228,6 +256,9 @@ Rendezvous::~Rendezvous() {
     const std::string path = ctl_path(dir_, pid_);
     ::unlink(path.c_str());
     OwnFiles::get().remove(path);
+    const std::string memif = link_socket(pid_);
+    ::unlink(memif.c_str());
+    OwnFiles::get().remove(memif);
   }
 }
 
@@ -257,16 +288,17 @@ bool Rendezvous::sender_ok(const ucred* cred, pid_t claimed) {
 
 bool Rendezvous::alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
-pid_t Rendezvous::resolve(in_addr ip, uint16_t port) const {
+int Rendezvous::resolve(in_addr ip, uint16_t port, pid_t* pid) const {
   if (is_virtual(ip)) {
-    pid_t p = pid_of(ip);
-    return alive(p) ? p : 0;
+    *pid = pid_of(ip);
+    return alive(*pid) ? 0 : -EHOSTUNREACH;
   }
-  if (!is_local(ip)) return 0;
+  if (!is_local(ip)) return -ENETUNREACH;
   std::ifstream f(port_path(dir_, port));
-  long pid = 0;
-  if (!(f >> pid)) return 0;
-  return alive(static_cast<pid_t>(pid)) ? static_cast<pid_t>(pid) : 0;
+  long publisher = 0;
+  if (!(f >> publisher) || !alive(static_cast<pid_t>(publisher))) return -ECONNREFUSED;
+  *pid = static_cast<pid_t>(publisher);
+  return 0;
 }
 
 int Rendezvous::reserve_and_publish(uint16_t* port) {
@@ -317,9 +349,9 @@ void Rendezvous::withdraw(uint16_t port) {
   }
 }
 
-std::string Rendezvous::link_name(pid_t peer) const {
-  return "softrdma-" + std::to_string(std::min(pid_, peer));
-}
+std::string Rendezvous::link_name(pid_t peer) const { return memif_name(std::min(pid_, peer)); }
+
+std::string Rendezvous::link_socket(pid_t peer) const { return dir_ + "/" + link_name(peer); }
 
 uint32_t Rendezvous::link_id(pid_t peer) const {
   return static_cast<uint32_t>(std::max(pid_, peer));

@@ -27,8 +27,8 @@ class Rendezvous {
 
   // Creates the run directory (FI_SOFTRDMA_RUNDIR; else /run/softrdma for
   // root, $XDG_RUNTIME_DIR/softrdma or /tmp/softrdma-<uid> for others; a
-  // directory not private to this user is refused, with the reason on
-  // stderr, and ok() is false), removes what dead processes of this user
+  // directory not private to this user, or whose path is too long for a
+  // Unix socket, is refused, with the reason on stderr, and ok() is false), removes what dead processes of this user
   // left there, and makes this process's request socket. This process's
   // files there go when it is destroyed or, at the latest, at exit.
   Rendezvous();
@@ -46,10 +46,12 @@ class Rendezvous {
   in_addr self() const { return address_of(pid_); }
   pid_t pid() const { return pid_; }
 
-  // The process that serves ip:port on this host, or 0: a virtual address
-  // names its process; a loopback or local address is looked up in the
-  // published ports. Dead publishers are ignored.
-  pid_t resolve(in_addr ip, uint16_t port) const;
+  // The process that serves ip:port on this host (*pid), or why none does,
+  // as the kernel would say it: a virtual address names its process (gone:
+  // -EHOSTUNREACH); a loopback or local address is looked up in the
+  // published ports (none, or a dead publisher: -ECONNREFUSED); any other
+  // address is off the mesh (-ENETUNREACH). 0 when found.
+  int resolve(in_addr ip, uint16_t port, pid_t* pid) const;
 
   // A port no other process (kernel sockets included) uses: reserved by a
   // kernel socket bound to it, held until withdraw(). Then published.
@@ -76,10 +78,16 @@ class Rendezvous {
   // each datagram) and from this user or root; others are dropped, counted.
   bool next_request(Request* r);
   uint64_t refused() const { return refused_; }
-  // The memif socket (abstract name) of the link between this process and
-  // peer: the serving (lower) pid's one socket, shared by all its links; the
-  // link's memif interface id is the higher pid (link_id), unique on it.
+  // The memif socket of the link between this process and peer: the serving
+  // (lower) pid's one socket, shared by all its links; the link's memif
+  // interface id is the higher pid (link_id), unique on it. link_name is
+  // its name in the run directory (what LINK carries), link_socket its path:
+  // a file there, not an abstract name any local user could connect to
+  // (the directory is this user's alone), and the same in every network
+  // namespace. It goes with this process's other files, and a dead
+  // process's is swept.
   std::string link_name(pid_t peer) const;
+  std::string link_socket(pid_t peer) const;
   uint32_t link_id(pid_t peer) const;
   // Whether a process with this pid exists.
   static bool alive(pid_t pid);

@@ -27,6 +27,7 @@ class LocalUser {
 
   bool ok() const { return ok_; }
   uid_t uid() const { return uid_; }
+  gid_t gid() const { return gid_; }
   // A shell command prefix that runs what follows as this user.
   std::string as() const {
     return "setpriv --reuid=" + std::to_string(uid_) + " --regid=" + std::to_string(gid_) +

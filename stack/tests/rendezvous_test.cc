@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,7 +65,7 @@ TEST(Rendezvous, TakesRequestsOnlyFromTheProcessTheyName) {
     if (own.send_bye(rv.pid()) != 0) ::_exit(2);
     const std::string b = std::to_string(bystander);
     send_raw(dir, rv.pid(), "BYE " + b);
-    send_raw(dir, rv.pid(), "LINK " + b + " softrdma-" + b);
+    send_raw(dir, rv.pid(), "LINK " + b + " " + b + ".memif");
     send_raw(dir, rv.pid(), "SERVE " + b);
     char c;
     (void)!::read(done[0], &c, 1);
@@ -122,9 +123,11 @@ TEST(Rendezvous, StartSweepsOnlyWhatDeadProcessesLeft) {
   const std::string dead = std::to_string(dead_pid());
   const std::string live = std::to_string(::getppid());
   run.put(dead + ".ctl", "");
+  run.put(dead + ".memif", "");
   run.put("port-1001", dead + "\n");
   run.put("port-1002.tmp" + dead, dead + "\n");
   run.put(live + ".ctl", "");
+  run.put(live + ".memif", "");
   run.put("port-1003", live + "\n");
   run.put("port-1004.tmp" + live, live + "\n");
   run.put("port-1005", "");  // not (yet) a pid: left alone
@@ -132,10 +135,11 @@ TEST(Rendezvous, StartSweepsOnlyWhatDeadProcessesLeft) {
   Rendezvous rv;
   ASSERT_TRUE(rv.ok());
   EXPECT_FALSE(run.has(dead + ".ctl"));
+  EXPECT_FALSE(run.has(dead + ".memif"));
   EXPECT_FALSE(run.has("port-1001"));
   EXPECT_FALSE(run.has("port-1002.tmp" + dead));
   for (const std::string& kept :
-       {live + ".ctl", std::string("port-1003"), "port-1004.tmp" + live, std::string("port-1005"),
+       {live + ".ctl", live + ".memif", std::string("port-1003"), "port-1004.tmp" + live, std::string("port-1005"),
         std::string("notes")})
     EXPECT_TRUE(run.has(kept)) << kept;
 }
@@ -158,6 +162,8 @@ TEST(Rendezvous, DestroyedOrNotItsFilesGo) {
   if (child == 0) {
     auto* rv = new Rendezvous;  // never destroyed
     uint16_t p = 0;
+    // Its memif socket, as DPDK's memif server makes it.
+    std::ofstream(rv->link_socket(rv->pid())) << "";
     std::exit(rv->ok() && rv->reserve_and_publish(&p) == 0 ? 0 : 1);
   }
   int st = 0;
@@ -169,6 +175,26 @@ TEST(Rendezvous, DestroyedOrNotItsFilesGo) {
     if (e->d_name[0] != '.') ADD_FAILURE() << "left: " << e->d_name;
   }
   ::closedir(d);
+}
+
+// Unix socket paths have at most 107 octets: a run directory too long for
+// this host's socket names is refused, saying so, not cut short.
+TEST(Rendezvous, RefusesADirectoryTooLongForItsSockets) {
+  TempRundir run;
+  ASSERT_FALSE(run.dir.empty());
+  const std::string dir = run.dir + "/" + std::string(100, 'd');
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ::setenv("FI_SOFTRDMA_RUNDIR", dir.c_str(), 1);
+  ::testing::internal::CaptureStderr();
+  {
+    Rendezvous rv;
+    EXPECT_FALSE(rv.ok());
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find(dir), std::string::npos) << err;
+  EXPECT_NE(err.find("too long for a Unix socket"), std::string::npos) << err;
+  ::setenv("FI_SOFTRDMA_RUNDIR", run.dir.c_str(), 1);
+  ::rmdir(dir.c_str());
 }
 
 // The port of kernel connections in TIME-WAIT can be reserved, and is then

@@ -19,7 +19,9 @@ struct PortOptions {
   //   "net_af_packet0,iface=veth0"  "net_af_xdp0,iface=veth0"  "0000:3b:00.0"
   // vdev names (before the first comma) must be unique within the process.
   // memif: socket= is an abstract socket name by default (socket-abstract=
-  // yes; per network namespace, nothing on disk). In one process open the
+  // yes; per network namespace, nothing on disk, and any local user can
+  // connect to it); with socket-abstract=no it is a file path (at most 107
+  // octets; access as its directory allows). In one process open the
   // server before a client of the same socket: they share the socket object
   // and a client-first one never listens. A server socket serves several
   // servers with distinct id=; it stops listening when the process's last

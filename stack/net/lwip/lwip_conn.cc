@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "lwip/etharp.h"
 #include "lwip/ip4.h"
 #include "lwip/tcp.h"
 #include "stack/common/pass_clock.h"
@@ -36,6 +37,55 @@ int errno_of_callback(err_t e, bool connecting) {
     case ERR_CLSD: return -EPIPE;
     default: return -EIO;
   }
+}
+
+// Why a SYN to peer cannot leave, as Linux would say it: no route there
+// (off every link and no gateway: -ENETUNREACH), or the next hop on an
+// Ethernet link has no ARP entry, nobody answered for it (-EHOSTUNREACH).
+// 0: it can.
+static int unreachable(const sockaddr_in& local, const sockaddr_in& peer) {
+  ip4_addr_t src, dst;
+  ip4_addr_set_u32(&src, local.sin_addr.s_addr);
+  ip4_addr_set_u32(&dst, peer.sin_addr.s_addr);
+  // As lwIP routes: our routes (hooks), else a link's own subnet.
+  netif* nif = ip4_route_src(&src, &dst);
+  if (nif == nullptr) return -ENETUNREACH;
+  if (!(nif->flags & NETIF_FLAG_ETHARP)) return 0;
+  const ip4_addr_t* hop = g_stack->next_hop(nif, &dst);
+  if (hop == nullptr)
+    hop = ip4_addr_netcmp(&dst, netif_ip4_addr(nif), netif_ip4_netmask(nif)) ? &dst
+                                                                              : netif_ip4_gw(nif);
+  if (ip4_addr_isany(hop)) return -ENETUNREACH;
+  eth_addr* mac = nullptr;
+  const ip4_addr_t* ip = nullptr;
+  return etharp_find_addr(nif, hop, &mac, &ip) < 0 ? -EHOSTUNREACH : 0;
+}
+
+// lwIP holds a SYN whose next hop has no ARP entry in the ARP queue and
+// does not retransmit it while it is held there (nor one it cannot route),
+// so such a connect would only end at the engine's connect timeout, as
+// ETIMEDOUT. Like Linux after its ARP probes, it fails after
+// kNeighbourWaitMs, saying why.
+constexpr int kNeighbourWaitMs = 3000;
+static_assert(kNeighbourWaitMs / TCP_SLOW_INTERVAL <= 255);  // lwIP's poll interval: u8_t
+
+static err_t connect_poll(void* arg, tcp_pcb* pcb) {
+  auto* c = static_cast<Conn*>(arg);
+  if (c == nullptr || !c->connecting_ || pcb->state != SYN_SENT) {
+    tcp_poll(pcb, nullptr, 0);  // lwIP's default again: nothing to watch
+    return ERR_OK;
+  }
+  const int why = unreachable(c->local_, c->peer_);
+  if (why == 0) return ERR_OK;
+  c->detach_pcb();
+  tcp_abort(pcb);
+  ++g_stack->ctr.conns_failed;
+  if (c->released_) {
+    g_stack->want_work(c);  // the lingering object can go
+  } else {
+    c->fail_now(why);
+  }
+  return ERR_ABRT;
 }
 
 Conn::Conn(TransportImpl* transport, tcp_pcb* pcb, bool connecting)
@@ -186,7 +236,8 @@ void Conn::lw_err(void* arg, err_t err) {
   c->fail_now(e);
 }
 
-err_t Conn::lw_connected(void* arg, tcp_pcb* /*pcb*/, err_t /*err*/) {
+err_t Conn::lw_connected(void* arg, tcp_pcb* pcb, err_t /*err*/) {
+  tcp_poll(pcb, nullptr, 0);  // connect_poll's watch is over: lwIP's default
   auto* c = static_cast<Conn*>(arg);
   if (c == nullptr) return ERR_OK;
   c->connecting_ = false;
@@ -322,6 +373,7 @@ int TransportImpl::connect(const sockaddr_in& peer, StreamConn** out) {
   } else {
     c->cache_endpoints();
     c->peer_ = peer;
+    tcp_poll(pcb, &connect_poll, kNeighbourWaitMs / TCP_SLOW_INTERVAL);
   }
   *out = c;
   return 0;
