@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "stack/tests/fake_conn.h"
 #include "stack/tests/loopback.h"
 
 using namespace softrdma;
@@ -232,4 +233,38 @@ TEST(UnexpectedSend, DeliveredThroughTheSharedReceiveQueue) {
   for (const Wc& w : p.b.wcs) EXPECT_EQ(w.status, WcStatus::kSuccess);
   EXPECT_TRUE(std::equal(m1.begin(), m1.end(), d1.begin()));
   EXPECT_TRUE(std::equal(m2.begin(), m2.end(), d2.begin()));
+}
+
+// A receive posted while a held multi-segment Send is still arriving waits
+// for its last segment, then takes it whole.
+TEST(UnexpectedSend, ReceivePostedWhileTheHeldSendArrives) {
+  FakeHost a{1}, b{2};
+  std::vector<uint8_t> src = pattern(100000, 6), dst(100000, 0);
+  const uint32_t sa = a.reg(src.data(), src.size(), 0);
+  const uint32_t sb = b.reg(dst.data(), dst.size(), kAccessLocalWrite);
+  FakeConnConfig cfg;
+  cfg.tx_space = 8192;  // a few 1448-octet FPDUs a round: the Send takes many
+  FakeLink link(a.qp.get(), b.qp.get(), cfg, 1);
+  auto [ma, mb] = mpa_pair(true, false, false, iwarp::Rtr::kNone);
+  link.start(ma, mb);
+  SendWr w{.wr_id = 1, .opcode = WrOpcode::kSend, .num_sge = 1};
+  w.sg_list[0] = Sge{reinterpret_cast<uint64_t>(src.data()), 100000, sa};
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  for (int i = 0; i < 1000 && b.stats.unexpected_bytes < 20000; ++i) link.step();
+  ASSERT_GE(b.stats.unexpected_bytes, 20000u);
+  ASSERT_LT(b.stats.unexpected_bytes, 100000u) << "the Send arrived whole already";
+  RecvWr r{.wr_id = 9, .num_sge = 1};
+  r.sg_list[0] = Sge{reinterpret_cast<uint64_t>(dst.data()), 100000, sb};
+  ASSERT_EQ(b.qp->post_recv(r), 0);
+  EXPECT_TRUE(b.poll_recv().empty()) << "completed before its last segment";
+  ASSERT_TRUE(link.pump());
+  std::vector<Wc> got = b.poll_recv();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 9u);
+  EXPECT_EQ(got[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(got[0].byte_len, 100000u);
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(b.stats.unexpected_msgs, 1u);
+  EXPECT_EQ(b.stats.unexpected_bytes, 100000u);
+  EXPECT_EQ(b.stats.rx_copy_bytes, b.stats.payload_rx + 100000);
 }
