@@ -308,7 +308,6 @@ bool Qp::rx_hdr_send() {
 bool Qp::rx_take_recv() {
   Ring<RecvWr>& q = init_.srq ? init_.srq->q : rq_;
   if (q.empty() || !unexp_.empty()) return rx_store_start();
-  rx_to_store_ = false;
   rx_wr_ = q.front();
   q.pop_front();
   rx_msg_active_ = true;

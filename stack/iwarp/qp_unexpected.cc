@@ -26,7 +26,7 @@ bool Qp::rx_store_start() {
               true, false);
     return false;
   }
-  unexp_.start(0, false);
+  unexp_.start();
   ++stats_->unexpected_msgs;
   rx_to_store_ = true;
   rx_msg_active_ = true;

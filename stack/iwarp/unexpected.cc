@@ -6,10 +6,6 @@
 
 namespace softrdma::iwarp {
 
-void UnexpectedStore::start(uint32_t inv_stag, bool solicited) {
-  msgs_.push_back(Msg{.solicited = solicited, .inv_stag = inv_stag});
-}
-
 void UnexpectedStore::put(const uint8_t* p, size_t n) {
   if (used_ + n > cap_) grow(used_ + n);
   uint64_t at = (head_ + used_) & (cap_ - 1);

@@ -40,8 +40,9 @@ class UnexpectedStore {
   bool room(uint64_t n) const { return used_ + n <= max_bytes_; }
   uint64_t used() const { return used_; }
 
-  // Opens a message at the back (the caller checked can_start).
-  void start(uint32_t inv_stag, bool solicited);
+  // Opens a message at the back (the caller checked can_start); its
+  // completion details are set with back() once its last segment is in.
+  void start() { msgs_.push_back(Msg{}); }
   // Appends to the open message (the caller checked room).
   void put(const uint8_t* p, size_t n);
   Msg& back() { return msgs_[msgs_.size() - 1]; }
