@@ -341,6 +341,8 @@ TEST(Getinfo, LimitsAndSizes) {
       {"inject_size", [&](fi_info* h) { h->tx_attr->inject_size = base->tx_attr->inject_size; }},
       {"iov_limit", [&](fi_info* h) { h->tx_attr->iov_limit = h->rx_attr->iov_limit = 2; }},
       {"max_msg_size", [&](fi_info* h) { h->ep_attr->max_msg_size = 1 << 26; }},
+      {"total_buffered_recv (FI_SOFTRDMA_UNEXPECTED_BYTES, 256k)",
+       [&](fi_info* h) { h->rx_attr->total_buffered_recv = 256 << 10; }},
       {"msg_order SAS",
        [&](fi_info* h) { h->tx_attr->msg_order = h->rx_attr->msg_order = FI_ORDER_SAS; }},
       {"tx op_flags",

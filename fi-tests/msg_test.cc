@@ -53,6 +53,42 @@ TEST_F(Msg, EverySize) {
   }
 }
 
+// Sends that arrive before any receive is posted are held (within
+// FI_SOFTRDMA_UNEXPECTED_BYTES, 256 KiB by default) and delivered, in
+// order, once the receiver posts its receives a second later; the
+// connection lives on.
+TEST_F(Msg, SendsBeforeReceivesArePosted) {
+  const std::vector<size_t> sizes = {0, 8, 65536, (128u << 10) + 13};
+  std::vector<std::vector<uint8_t>> src, dst;
+  src.reserve(sizes.size());  // &src[i], &dst[i] are the contexts: they must not move
+  dst.reserve(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    src.emplace_back(sizes[i] + 1);
+    dst.emplace_back(sizes[i] + 64, 0xee);
+    fill(src[i].data(), sizes[i], 40 + i);
+    ASSERT_EQ(fi_send(c_->ep, src[i].data(), sizes[i], nullptr, 0, &src[i]), 0);
+  }
+  fi_cq_data_entry e{};
+  fi_cq_err_entry err{};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ASSERT_EQ(cq_wait(c_->tx, &e, &err), 1) << "send " << i << " err " << err.err;
+    EXPECT_EQ(e.op_context, &src[i]);
+  }
+  EXPECT_TRUE(cq_quiet(s_->rx, 1000)) << "a completion with no receive posted";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    ASSERT_EQ(fi_recv(s_->ep, dst[i].data(), dst[i].size(), nullptr, 0, &dst[i]), 0);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ASSERT_EQ(cq_wait(s_->rx, &e, &err), 1) << "receive " << i << " err " << err.err;
+    EXPECT_EQ(e.op_context, &dst[i]) << "out of order";
+    EXPECT_EQ(e.len, sizes[i]);
+    EXPECT_EQ(e.flags & (FI_RECV | FI_MSG), FI_RECV | FI_MSG);
+    EXPECT_TRUE(same(dst[i].data(), sizes[i], 40 + i)) << "size " << sizes[i];
+    EXPECT_EQ(dst[i][sizes[i]], 0xee) << "overrun";
+  }
+  send_recv(*c_, *s_, 4096, false, 50);  // and the connection goes on
+  send_recv(*s_, *c_, 4096, true, 51);
+}
+
 TEST_F(Msg, ShortMessageIntoLargeBuffer) {
   std::vector<uint8_t> dst(4096), src(100);
   fill(src.data(), src.size(), 9);

@@ -86,7 +86,7 @@ TEST_F(Settings, ListedWithWhatTheyTakeAndTheirDefaults) {
   int count = 0;
   ASSERT_EQ(fi_getparams(&params, &count), 0);
   int ours = 0;
-  std::string threading, crc, mtu;
+  std::string threading, crc, mtu, unexpected;
   for (int i = 0; i < count; ++i) {
     const std::string name = params[i].name;
     if (name.rfind("FI_SOFTRDMA_", 0) != 0) continue;
@@ -103,12 +103,14 @@ TEST_F(Settings, ListedWithWhatTheyTakeAndTheirDefaults) {
       EXPECT_EQ(params[i].type, FI_PARAM_INT);
       mtu = params[i].help_string;
     }
+    if (name == "FI_SOFTRDMA_UNEXPECTED_BYTES") unexpected = params[i].help_string;
   }
   fi_freeparams(params);
-  EXPECT_EQ(ours, 24);
+  EXPECT_EQ(ours, 26);
   EXPECT_NE(threading.find("Takes one of c1|c2|c3; default c2"), std::string::npos) << threading;
   EXPECT_NE(crc.find("Default 1"), std::string::npos) << crc;
   EXPECT_NE(mtu.find("Takes an integer in 68..65385"), std::string::npos) << mtu;
+  EXPECT_NE(unexpected.find("256k"), std::string::npos) << unexpected;
 }
 
 }  // namespace

@@ -136,9 +136,10 @@ static void test_polling(int me, int n, size_t s) {
 }
 
 // A rank that is busy elsewhere (not in MPI) while every other rank sends
-// it kFlood small messages: more than ofi_rxm posts receives for. iWARP
-// must not let a Send find no receive (the connection would end in a DDP
-// Terminate); the provider's credits hold the senders back instead.
+// it kFlood small messages: more than ofi_rxm posts receives for, and
+// more than the engine holds for want of a receive (beyond that the
+// connection would end in a DDP Terminate); the provider's credits hold
+// the senders back instead.
 static void flood(int me, int n) {
   enum { kFlood = 2000 };
   if (me == 0) {

@@ -202,7 +202,10 @@ bool check_rx(const fi_rx_attr* hr) {
   if (hr->op_flags & ~kRxOpFlags) return reject("rx op_flags");
   if (hr->msg_order & ~kMsgOrder) return reject("rx msg_order");
   if (hr->comp_order & ~FI_ORDER_NONE) return reject("rx comp_order");
-  if (hr->total_buffered_recv) return reject("total_buffered_recv (no buffering)");
+  // Sends that find no receive are held up to FI_SOFTRDMA_UNEXPECTED_BYTES.
+  if (hr->total_buffered_recv >
+      static_cast<size_t>(settings::get_int(settings::Id::kUnexpectedBytes)))
+    return reject("total_buffered_recv");
   if (hr->size > kMaxQueue) return reject("rx size");
   if (hr->iov_limit > kMaxIov) return reject("rx iov_limit");
   return true;
@@ -327,7 +330,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   r->op_flags = hr ? hr->op_flags : 0;
   r->msg_order = kMsgOrder;
   r->comp_order = FI_ORDER_NONE;
-  r->total_buffered_recv = 0;
+  r->total_buffered_recv = static_cast<size_t>(settings::get_int(settings::Id::kUnexpectedBytes));
   r->size = hinted(hr ? hr->size : 0, std::min(static_cast<size_t>(settings::get_int(settings::Id::kRxSize)), kMaxQueue));
   r->iov_limit = hinted(hr ? hr->iov_limit : 0, kMaxIov);
   return true;

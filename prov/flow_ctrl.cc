@@ -1,12 +1,14 @@
 // Credit-based flow control for ofi_rxm ("ofix_flow_ctrl_v1").
 //
-// An iWARP Send that finds no posted receive is fatal: the receiver sends a
-// DDP Terminate (untagged buffer, "no buffer available", RFC 5041 7.2) and
-// the connection is gone. InfiniBand has RNR retry and libfabric's tcp
-// provider has the socket's backpressure; iWARP has neither, so the ULP
-// must not send more than the peer posted. ofi_rxm posts rx_size receives
-// per connection and sends without counting, which under load (many
-// messages in flight to a rank that is busy elsewhere) runs the peer dry.
+// An iWARP Send that finds no posted receive is held by the engine, but
+// only within a per-connection bound (FI_SOFTRDMA_UNEXPECTED_BYTES / _MSGS,
+// stack/iwarp/unexpected.h); beyond it the receiver sends a DDP Terminate
+// (untagged buffer, "no buffer available", RFC 5041 7.2) and the connection
+// is gone. InfiniBand has RNR retry and libfabric's tcp provider has the
+// socket's backpressure; iWARP has neither, so the ULP must not send more
+// than the peer posted plus that bound. ofi_rxm posts rx_size receives per
+// connection and sends without counting, which under load (many messages
+// in flight to a rank that is busy elsewhere) runs the peer dry.
 //
 // libfabric's answer is this private interface, which rxm asks every core
 // provider for (fi_open_ops on the domain) and which the verbs provider
@@ -24,10 +26,9 @@
 // known to match, the ops are not offered and rxm sends without counting.
 //
 // Without these ops (another libfabric, or an FI_EP_MSG application other
-// than rxm that sends more than the peer posted) a Send that finds no
-// receive still ends the connection with a Terminate, as RFC 5041 has it.
-// An engine option that stalls the stream instead (stop reading until a
-// receive is posted, as TCP backpressure would) would make that softer.
+// than rxm) a Send that finds no receive waits in the engine's bounded store
+// until one is posted; only a peer that overruns the bound ends the
+// connection with a Terminate, as RFC 5041 has it.
 #include "prov/flow_ctrl_layout.h"
 #include "prov/prov.h"
 

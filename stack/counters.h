@@ -33,7 +33,8 @@ extern "C" {
   /* TCP: data segments sent again and their bytes (0 over kernel TCP). */ \
   X(tcp_retransmits) X(tcp_retransmit_bytes)                               \
   /* iWARP: FPDUs, ULP payload, payload copied on receive (one copy:      \
-   * equal to payload_rx), MPA markers, CRC failures, Terminates. */       \
+   * payload_rx, plus unexpected_bytes copied again once a receive is     \
+   * posted for them), MPA markers, CRC failures, Terminates. */          \
   X(fpdus_tx) X(fpdus_rx) X(payload_tx) X(payload_rx) X(rx_copy_bytes)    \
   X(markers_tx) X(markers_rx) X(crc_errors)                                \
   X(terminates_tx) X(terminates_rx)                                        \
@@ -41,7 +42,13 @@ extern "C" {
    * established; received frames not yet consumed; the process's DPDK    \
    * mbuf pool. */                                                         \
   X(qps) X(cqs) X(mrs) X(connections) X(rx_frames_held)                    \
-  X(mbufs_total) X(mbufs_in_use)
+  X(mbufs_total) X(mbufs_in_use)                                          \
+  /* --- Cumulative, iWARP: Sends that found no posted receive and were    \
+   * held for one (FI_SOFTRDMA_UNEXPECTED_BYTES / _MSGS), their payload,   \
+   * the most bytes one QP held at once, and the Sends beyond that bound   \
+   * (each answered with a Terminate). */                                  \
+  X(unexpected_msgs) X(unexpected_bytes) X(unexpected_bytes_hwm)           \
+  X(unexpected_overruns)
 
 struct softrdma_counters {
 #define SOFTRDMA_COUNTER_FIELD(name) uint64_t name;

@@ -32,6 +32,8 @@ EngineConfig EngineConfig::from_env() {
   c.threading = kThreadings[settings::get_choice(Id::kThreading)];
   c.watchdog_us = static_cast<int>(settings::get_int(Id::kWatchdogUs));
   c.stats_to = settings::get_string(Id::kStats);
+  c.unexpected_bytes = static_cast<uint64_t>(settings::get_int(Id::kUnexpectedBytes));
+  c.unexpected_msgs = static_cast<uint32_t>(settings::get_int(Id::kUnexpectedMsgs));
   static constexpr iwarp::Rtr kRtrs[] = {iwarp::Rtr::kWrite, iwarp::Rtr::kRead, iwarp::Rtr::kSend,
                                          iwarp::Rtr::kNone};
   c.rtr = kRtrs[settings::get_choice(Id::kRtr)];
@@ -139,6 +141,11 @@ int Engine::post_srq_recv(Srq* srq, const RecvWr& wr) {
   }
   if (srq->q.size() >= srq->depth) return -EAGAIN;
   srq->q.push_back(wr);
+  // A Send held by one of the SRQ's QPs takes it now.
+  for (auto& [qp, owned] : qps_) {
+    if (srq->q.empty()) break;
+    if (qp->init().srq == srq) qp->rx_deliver_unexpected();
+  }
   return 0;
 }
 
@@ -151,7 +158,10 @@ Qp* Engine::create_qp(const QpInit& init) {
   ApiLock g(this);
   if (!init.pd || !init.send_cq || !init.recv_cq) return nullptr;
   iwarp::QpOwner* owner = this;
-  auto qp = std::make_unique<Qp>(next_qp_++, init, &mrs_, &stats_, owner);
+  QpInit qi = init;
+  qi.unexpected_bytes = cfg_.unexpected_bytes;
+  qi.unexpected_msgs = cfg_.unexpected_msgs;
+  auto qp = std::make_unique<Qp>(next_qp_++, qi, &mrs_, &stats_, owner);
   qp->set_defer_tx(cfg_.threading == Threading::kC1);  // c1: the I/O thread transmits
   Qp* raw = qp.get();
   qps_.emplace(raw, std::move(qp));
@@ -214,6 +224,10 @@ Counters Engine::counters() {
   c.crc_errors = stats_.crc_errors;
   c.terminates_tx = stats_.terminates_tx;
   c.terminates_rx = stats_.terminates_rx;
+  c.unexpected_msgs = stats_.unexpected_msgs;
+  c.unexpected_bytes = stats_.unexpected_bytes;
+  c.unexpected_bytes_hwm = stats_.unexpected_bytes_hwm;
+  c.unexpected_overruns = stats_.unexpected_overruns;
   c.qps = qps_.size();
   c.cqs = cqs_.size();
   c.mrs = mrs_.live();

@@ -82,12 +82,16 @@ struct EngineConfig {
   // Where the engine writes its counters when it closes: "" nowhere,
   // "stderr", or a file it appends one line to (docs/counters.md).
   std::string stats_to;
+  // Per QP: Sends held until a receive is posted (iwarp/unexpected.h).
+  uint64_t unexpected_bytes = 256 * 1024;
+  uint32_t unexpected_msgs = 256;
   // Bad FI_SOFTRDMA_* settings (settings::check_env), one a line: an engine
   // with any does not start (ok() is false) and prints them.
   std::string error;
 
   // Reads FI_SOFTRDMA_TRANSPORT, _CRC, _MARKERS, _MPA_REV, _RTR, _THREADING,
-  // _WATCHDOG_US, _STATS, and checks every other setting too.
+  // _WATCHDOG_US, _STATS, _UNEXPECTED_BYTES, _UNEXPECTED_MSGS, and checks
+  // every other setting too.
   static EngineConfig from_env();
 };
 

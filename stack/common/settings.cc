@@ -96,6 +96,14 @@ constexpr Setting kSettings[] = {
     {.id = Id::kStats, .name = "stats", .type = Type::kString, .dflt = "",
      .help = "Write the engine's counters (docs/counters.md) when a fabric closes: stderr or "
              "a file to append to; also fi_open_ops(FI_SOFTRDMA_COUNTERS_OPS)"},
+    {.id = Id::kUnexpectedBytes, .name = "unexpected_bytes", .type = Type::kSize,
+     .dflt = "256k",
+     .help = "Per connection: payload bytes of Sends held until a receive is posted; a peer "
+             "sending beyond it gets an iWARP Terminate (0: none held)",
+     .min = 0, .max = int64_t{1} << 30},
+    {.id = Id::kUnexpectedMsgs, .name = "unexpected_msgs", .type = Type::kInt, .dflt = "256",
+     .help = "Per connection: Sends held until a receive is posted (see unexpected_bytes)",
+     .min = 0, .max = kMaxQueue},
 };
 
 constexpr bool in_id_order() {

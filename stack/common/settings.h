@@ -52,6 +52,8 @@ enum class Id : uint8_t {
   kRxSize,
   kInjectSize,
   kStats,
+  kUnexpectedBytes,
+  kUnexpectedMsgs,
   kCount,
 };
 

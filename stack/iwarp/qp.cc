@@ -31,7 +31,9 @@ bool is_atomic(WrOpcode op) {
 }  // namespace
 
 Qp::Qp(uint32_t num, const QpInit& init, MrTable* mrs, Stats* stats, QpOwner* owner)
-    : num_(num), init_(init), mrs_(mrs), stats_(stats), owner_(owner) {}
+    : num_(num), init_(init), mrs_(mrs), stats_(stats), owner_(owner) {
+  unexp_.set_bounds(init.unexpected_bytes, init.unexpected_msgs);
+}
 
 int Qp::set_state(QpState to) {
   if (!qp_transition_legal(state_, to)) {
@@ -102,8 +104,7 @@ int Qp::post_recv(const RecvWr& wr) {
   }
   if (rq_.size() >= init_.rq_depth) return -EAGAIN;
   rq_.push_back(wr);
-  // A Send may be waiting for a buffer only in the sense that the peer's
-  // message already failed; receives never stall the stream.
+  rx_deliver_unexpected();  // the oldest held Send, if any, takes it now
   return 0;
 }
 
@@ -150,12 +151,14 @@ void Qp::flush_all(WcStatus first_status, uint32_t vendor_err) {
     first = false;
     return s;
   };
-  if (rx_msg_active_) {
+  if (rx_msg_active_ && !rx_to_store_) {
     Wc wc{.wr_id = rx_wr_.wr_id, .status = status(), .opcode = WcOpcode::kRecv,
           .qp_num = num_, .vendor_err = vendor_err};
     init_.recv_cq->push(wc);
-    rx_msg_active_ = false;
   }
+  rx_msg_active_ = false;
+  rx_to_store_ = false;
+  unexp_.clear();  // held Sends had no receive: nothing to complete
   // In order: what was done completes as it was, what awaits a response fails.
   for (ScqEntry& s : scq_) {
     if (!s.done) {

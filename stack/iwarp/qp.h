@@ -18,6 +18,7 @@
 #include "stack/iwarp/cq.h"
 #include "stack/iwarp/mem.h"
 #include "stack/iwarp/mpa.h"
+#include "stack/iwarp/unexpected.h"
 #include "stack/iwarp/wire.h"
 #include "stack/net/transport.h"
 #include "stack/verbs.h"
@@ -25,7 +26,7 @@
 namespace softrdma::iwarp {
 
 // Datapath counters, read by tools and tests (copies are counted to prove the
-// one-copy receive claim).
+// one-copy receive claim; a Send held for want of a receive is copied twice).
 struct Stats {
   uint64_t fpdus_tx = 0;
   uint64_t fpdus_rx = 0;
@@ -38,6 +39,11 @@ struct Stats {
   uint64_t markers_rx = 0;
   uint64_t markers_tx = 0;
   uint64_t qp_transitions_refused = 0;  // illegal QP state changes asked for: local bugs
+  // Sends held for want of a posted receive (unexpected.h).
+  uint64_t unexpected_msgs = 0;       // messages held
+  uint64_t unexpected_bytes = 0;      // their payload bytes
+  uint64_t unexpected_bytes_hwm = 0;  // most bytes one QP held at once
+  uint64_t unexpected_overruns = 0;   // Sends beyond the bound: Terminated
 };
 
 struct Srq {
@@ -79,6 +85,10 @@ struct QpInit {
   uint32_t rq_depth = 256;
   uint16_t ord = 16;  // outstanding Reads/Atomics we may issue (before MPA)
   uint16_t ird = 16;  // outstanding Reads/Atomics we accept
+  // Bound on Sends held until a receive is posted (unexpected.h); the
+  // engine sets them from FI_SOFTRDMA_UNEXPECTED_BYTES / _MSGS.
+  uint64_t unexpected_bytes = 256 * 1024;
+  uint32_t unexpected_msgs = 256;
 };
 
 class Qp {
@@ -127,6 +137,9 @@ class Qp {
   void rx_progress();
   // The stream ended under us.
   void on_stream_closed(int err);
+
+  // Gives waiting unexpected Sends to the receives posted (qp_unexpected.cc).
+  void rx_deliver_unexpected();
 
   const TermCause* term_received() const { return term_rx_valid_ ? &term_rx_ : nullptr; }
 
@@ -183,7 +196,7 @@ class Qp {
   };
   // Receive FPDU machine (siw's GET_HDR / GET_DATA / GET_TRAILER).
   enum class RxStage : uint8_t { kHdr, kPayload, kTrailer, kDead };
-  enum class Sink : uint8_t { kDiscard, kLinear, kRecv, kCtrl };
+  enum class Sink : uint8_t { kDiscard, kLinear, kRecv, kStore, kCtrl };
 
   // qp_tx.cc
   bool tx_next_message();
@@ -208,6 +221,10 @@ class Qp {
   void rx_fpdu_done();
   void rx_recv_complete(bool imm);
   bool rx_take_recv();
+  // qp_unexpected.cc
+  bool rx_store_start();
+  bool rx_store_room();
+  void complete_recv(const RecvWr& wr, const UnexpectedStore::Msg& m);
   // Per opcode, reached through its OpcodeInfo (opcodes.h). Header checks:
   bool rx_hdr_write();
   bool rx_hdr_read_resp();
@@ -296,6 +313,8 @@ class Qp {
   uint64_t rx_sge_off_ = 0;
   uint32_t rx_inv_stag_ = 0;
   bool rx_solicited_ = false;
+  bool rx_to_store_ = false;    // the message goes to unexp_, not to rx_wr_
+  UnexpectedStore unexp_;
 
   int stream_err_ = 0;
   bool term_rx_valid_ = false;

@@ -1,7 +1,8 @@
 // Receive, top to bottom: transport views → markers stripped (RFC 5044 §5)
 // → FPDU header collected → checks (DDP RFC 5041 §7, RDMAP RFC 5040 §7)
 // → payload placed straight from the transport's buffer into registered
-// memory or the posted receive (the one copy) → pad and CRC checked →
+// memory or the posted receive (the one copy; with no receive posted, the
+// QP's store of unexpected Sends, unexpected.h) → pad and CRC checked →
 // message effects and completions.
 //
 // Every check runs on the header, before any payload octet is placed, so a
@@ -290,24 +291,23 @@ bool Qp::rx_hdr_send() {
     terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kInvalidMo)}, true, false);
     return false;
   }
-  if (rx_msg_len_ + rx_payload_len_ > rx_wr_cap_) {
+  if (rx_to_store_) {
+    if (!rx_store_room()) return false;
+  } else if (rx_msg_len_ + rx_payload_len_ > rx_wr_cap_) {
     terminate({TermLayer::kDdp, etype, u8(DdpUntaggedEcode::kTooLong)}, true, false,
               WcStatus::kLocLenErr);
     return false;
   }
   rx_solicited_ = rx_op_->solicited;
-  rx_sink_ = Sink::kRecv;
+  rx_sink_ = rx_to_store_ ? Sink::kStore : Sink::kRecv;
   return true;
 }
 
-// Takes the next posted receive (own RQ or shared) for a new QN 0 message.
+// Takes the next posted receive (own RQ or shared) for a new QN 0 message;
+// without one, or behind messages already held, the message is held.
 bool Qp::rx_take_recv() {
   Ring<RecvWr>& q = init_.srq ? init_.srq->q : rq_;
-  if (q.empty()) {
-    terminate({TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(DdpUntaggedEcode::kNoBuffer)},
-              true, false);
-    return false;
-  }
+  if (q.empty() || !unexp_.empty()) return rx_store_start();
   rx_wr_ = q.front();
   q.pop_front();
   rx_msg_active_ = true;
@@ -343,6 +343,11 @@ void Qp::rx_place(const uint8_t* p, size_t n) {
           rx_sge_off_ = 0;
         }
       }
+      break;
+    case Sink::kStore:
+      unexp_.put(p, n);
+      stats_->unexpected_bytes += n;
+      stats_->unexpected_bytes_hwm = std::max(stats_->unexpected_bytes_hwm, unexp_.used());
       break;
   }
   stats_->rx_copy_bytes += n;
@@ -410,32 +415,22 @@ void Qp::rx_imm_data() {
   rx_recv_complete(true);
 }
 
-// A message on QN 0 is complete: its receive completes (RFC 5040 §5.3).
+// A message on QN 0 is complete: its receive completes (RFC 5040 §5.3), or,
+// held, waits for one.
 void Qp::rx_recv_complete(bool imm) {
-  Wc wc{.wr_id = rx_wr_.wr_id, .status = WcStatus::kSuccess,
-        .opcode = imm ? WcOpcode::kRecvRdmaImm : WcOpcode::kRecv,
-        .byte_len = imm ? 0 : static_cast<uint32_t>(rx_msg_len_), .qp_num = num_};
-  if (rx_solicited_) wc.flags |= kWcSolicited;
-  if (imm) {
-    wc.flags |= kWcWithImm;
-    wc.imm_data = reinterpret_cast<const ImmDataPayload*>(rx_ctrl_)->data.get();
-  }
+  UnexpectedStore::Msg m{
+      .len = imm ? 0 : rx_msg_len_, .complete = true, .imm = imm, .solicited = rx_solicited_,
+      .imm_data = imm ? reinterpret_cast<const ImmDataPayload*>(rx_ctrl_)->data.get() : 0,
+      .inv_stag = rx_inv_stag_};
   rx_msg_active_ = false;
-  if (rx_inv_stag_) {
-    AccessResult r = mrs_->invalidate(rx_inv_stag_, init_.pd);
-    uint32_t stag = rx_inv_stag_;
-    rx_inv_stag_ = 0;
-    if (r != AccessResult::kOk) {
-      rx_msg_active_ = true;  // the receive fails with the stream
-      terminate({TermLayer::kRdmap, u8(RdmapEtype::kRemoteProtection),
-                 u8(RdmapEcode::kCannotInvalidate)},
-                false, false, WcStatus::kRemAccessErr);
-      return;
-    }
-    wc.flags |= kWcWithInv;
-    wc.invalidated_stag = stag;
+  rx_inv_stag_ = 0;
+  if (rx_to_store_) {
+    rx_to_store_ = false;
+    unexp_.back() = m;
+    rx_deliver_unexpected();  // a receive may have been posted meanwhile
+    return;
   }
-  init_.recv_cq->push(wc);
+  complete_recv(rx_wr_, m);
 }
 
 void Qp::rx_read_request() {

@@ -18,6 +18,9 @@
 namespace softrdma::iwarp {
 
 struct QpTestPeer {
+  static void bound_unexpected(Qp& q, uint64_t bytes, uint32_t msgs) {
+    q.unexp_.set_bounds(bytes, msgs);
+  }
   struct Handlers {
     bool (Qp::*hdr)();
     void (Qp::*done)();
@@ -249,7 +252,9 @@ TEST(OpcodeTxTest, HeadersOnTheWireMatchRfcLayout) {
                           imm, read, fadd})
     ASSERT_EQ(q.post_send(w), 0);
   // Responses, then a Terminate: the far end asks for a Read and an
-  // Atomic, then Sends with no receive posted.
+  // Atomic, then Sends with no receive posted, beyond the 2 bytes the QP
+  // may hold for want of one.
+  iwarp::QpTestPeer::bound_unexpected(q, 2, 16);
   r.feed(untagged_hdr(RdmapOpcode::kRdmaReadReq, true, iwarp::kQnReadReq, 1, 0),
          read_req_payload(0x99aabbcc, 0x2000, 8, r.stag, r.addr(64)));
   r.feed(untagged_hdr(RdmapOpcode::kAtomicReq, true, iwarp::kQnAtomicReq, 1, 0),

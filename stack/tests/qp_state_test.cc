@@ -25,6 +25,9 @@ struct QpTestPeer {
   static size_t sq(const Qp& q) { return q.sq_.size(); }
   static int set_state(Qp& q, QpState to) { return q.set_state(to); }
   static void force_state(Qp& q, QpState s) { q.state_ = s; }  // a starting point only
+  static void bound_unexpected(Qp& q, uint64_t bytes, uint32_t msgs) {
+    q.unexp_.set_bounds(bytes, msgs);
+  }
 };
 
 }  // namespace softrdma::iwarp
@@ -193,6 +196,7 @@ TEST(QpStateTest, CloseFromIdleAndTerminate) {
   Pair p;
   p.start();
   p.link->b.config().tx_space = 0;  // b's Terminate cannot leave
+  iwarp::QpTestPeer::bound_unexpected(*p.b.qp, 0, 0);  // b holds no Send for want of a receive
   ASSERT_EQ(p.a.qp->post_send(p.send(1, 0, 10)), 0);  // b has no receive posted
   ASSERT_TRUE(p.link->pump());
   ASSERT_EQ(p.b.qp->state(), QpState::kTerminate);
@@ -476,7 +480,8 @@ void post_bad(Pair& p, const std::string& name, std::vector<uint64_t>* flushed) 
     wr = p.read(1, 0, 100, end - 50, p.bstag);
   } else if (name == "AtomicAccessRights") {
     wr = p.fetch_add(1, 0, p.baddr(0), ro);
-  } else if (name == "SendNoBuffer") {
+  } else if (name == "SendBeyondHeldBound") {
+    iwarp::QpTestPeer::bound_unexpected(b, 50, 16);  // no receive: held, but not 100 bytes
     wr = p.send(1, 0, 100);
   } else if (name == "SendTooLong") {
     EXPECT_EQ(b.post_recv(Pair::recv(50, p.baddr(0), 100, p.bstag)), 0);
@@ -570,7 +575,7 @@ INSTANTIATE_TEST_SUITE_P(
               WcStatus::kRemAccessErr, true},
         BadOp{"AtomicAccessRights", rdmap(RdmapEtype::kRemoteProtection, RdmapEcode::kAccessRights),
               WcStatus::kRemAccessErr, true},
-        BadOp{"SendNoBuffer", ddp_untagged(DdpUntaggedEcode::kNoBuffer), WcStatus::kRemOpErr, false},
+        BadOp{"SendBeyondHeldBound", ddp_untagged(DdpUntaggedEcode::kNoBuffer), WcStatus::kRemOpErr, false},
         BadOp{"SendTooLong", ddp_untagged(DdpUntaggedEcode::kTooLong), WcStatus::kRemInvReqErr, false},
         BadOp{"SendInvalidateForeign",
               rdmap(RdmapEtype::kRemoteProtection, RdmapEcode::kCannotInvalidate),

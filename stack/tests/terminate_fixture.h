@@ -112,6 +112,7 @@ struct OpenOpts {
   bool send_rtr = true;       // rev 2: the raw peer sends its RTR
   bool pending_read = true;   // qp_t_ has a Read outstanding and a fenced Send behind it
   bool healthy_first = true;  // connect the healthy client before the raw peer
+  uint64_t unexpected_bytes = EngineConfig{}.unexpected_bytes;  // Sends held without a receive
 };
 
 // What the Terminate must say.
@@ -192,6 +193,7 @@ class TerminateTest : public ::testing::Test {
     cfg.mpa_rev = iwarp::kMpaRev2;
     cfg.rtr = iwarp::Rtr::kWrite;
     cfg.mpa_timeout_ms = 5000;
+    cfg.unexpected_bytes = o.unexpected_bytes;
     eng_ = std::make_unique<Engine>(cfg);
     pd_ = eng_->alloc_pd();
     pd2_ = eng_->alloc_pd();

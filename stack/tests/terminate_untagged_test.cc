@@ -76,15 +76,20 @@ Want UntaggedWant(DdpUntaggedEcode e) {
   return {TermLayer::kDdp, u8(DdpEtype::kUntaggedBuf), u8(e), true, true};
 }
 
-TEST_F(TerminateTest, SendWithoutPostedReceive) {
-  ASSERT_NO_FATAL_FAILURE(Open());
+// A Send with no posted receive is held (iwarp/unexpected.h) within the
+// bound, 16 bytes here; the next one overruns it: no buffer available.
+TEST_F(TerminateTest, SendWithoutPostedReceiveBeyondTheHeldBound) {
+  ASSERT_NO_FATAL_FAILURE(Open({.unexpected_bytes = 16}));
   const Bytes a = pattern(8, 1), b = pattern(8, 2);
   Send(raw_->next_msn(0), a);
   Send(raw_->next_msn(0), b);
   ASSERT_NO_FATAL_FAILURE(ExpectRecvOk({101, 102}, 8));
   recv_.expect_write(0, a);
   recv_.expect_write(64, b);
+  Send(raw_->next_msn(0), pattern(8, 3));  // held: 8 of 16 bytes
   ExpectTerminated(UntaggedWant(DdpUntaggedEcode::kNoBuffer), Send(raw_->next_msn(0), kSixteen));
+  EXPECT_EQ(eng_->counters().unexpected_msgs, 2u);
+  EXPECT_EQ(eng_->counters().unexpected_overruns, 1u);
 }
 
 // The receive the message was meant for fails with a local length error
