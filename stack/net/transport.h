@@ -11,8 +11,11 @@
 // list and accepts it whole or not at all, so the engine never tracks
 // partially written FPDUs; the transport keeps the tail if the wire is busy.
 //
-// Calls are made with batch granularity (one peek/consume per readiness
-// event, one send per FPDU), so the virtual dispatch is off the per-byte path.
+// Received bytes are pushed: the transport offers its views to the owner's
+// receive entry (TransportEvents::on_data) as soon as it has them, and the
+// owner says how much it took; rx_peek/rx_consume let it pull the rest later.
+// Calls are made with batch granularity (one offer per receive batch, one
+// send per FPDU), so the virtual dispatch is off the per-byte path.
 #pragma once
 
 #include <netinet/in.h>
