@@ -8,7 +8,8 @@
 #
 # The server runs under a 4 GiB address-space limit, so a server that does
 # try to allocate what it was asked for fails here instead of taking the
-# machine's memory.
+# machine's memory. An AddressSanitizer build reserves terabytes of shadow
+# address space, so there the bound is ASan's own hard RSS limit instead.
 #
 # usage: perf_hardening_test.sh <path-to-srdma_perf> <path-to-perf_hostile_client>
 set -u
@@ -33,12 +34,18 @@ fail() {
   exit 1
 }
 
+start_server() {
+  if ldd "$perf" 2>/dev/null | grep -q libasan; then
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=4096" exec "$perf" -p "$port" --timeout 60
+  fi
+  ulimit -v $((4 * 1024 * 1024)) && exec "$perf" -p "$port" --timeout 60
+}
+
 started=0
 for ((attempt = 0; attempt < 5; ++attempt)); do
   port=$(free_port)
   : >"$tmp/server.log"
-  (ulimit -v $((4 * 1024 * 1024)) && exec "$perf" -p "$port" --timeout 60) \
-    >"$tmp/server.log" 2>&1 &
+  (start_server) >"$tmp/server.log" 2>&1 &
   server_pid=$!
   if wait_listening "$server_pid" "$tmp/server.log" "$port"; then
     started=1
