@@ -194,6 +194,9 @@ void Engine::destroy_qp(Qp* qp) {
 
 int Engine::post_send(Qp* qp, const SendWr& wr) {
   ApiLock g(this);
+  // What the post transmits takes the transport's lock once (under c1 the
+  // I/O thread transmits: nothing to lock for).
+  net::StreamsLock s(cfg_.threading == Threading::kC1 ? nullptr : transport_.get());
   return qp->post_send(wr);
 }
 

@@ -184,6 +184,7 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   void on_accept(Listener* l, net::StreamConn* c) override;
   void on_connected(net::StreamConn* c, int err) override;
   void on_readable(net::StreamConn* c) override;
+  size_t on_data(net::StreamConn* c, const net::RxView* views, size_t n) override;
   void on_writable(net::StreamConn* c) override;
   void on_closed(net::StreamConn* c, int err) override;
   // iwarp::QpOwner

@@ -195,6 +195,16 @@ void Engine::on_readable(net::StreamConn* sc) {
   }
 }
 
+// The receive entry: in RDMA mode the QP's FPDU machine runs over the
+// transport's views in place. The MPA exchange, once per connection, pulls
+// (it hands the bytes after its frame to the QP it starts).
+size_t Engine::on_data(net::StreamConn* sc, const net::RxView* views, size_t n) {
+  auto* c = static_cast<ConnReq*>(sc->owner);
+  if (c->stage == ConnReq::Stage::kRdma) return c->qp->rx_input(views, n);
+  on_readable(sc);
+  return 0;
+}
+
 void Engine::on_writable(net::StreamConn* sc) {
   auto* c = static_cast<ConnReq*>(sc->owner);
   if (c->stage == ConnReq::Stage::kRdma) c->qp->tx_progress();

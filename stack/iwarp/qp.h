@@ -135,6 +135,9 @@ class Qp {
   // --- qp_rx.cc ---
   // Consumes buffered stream bytes: FPDU framing, checks, placement.
   void rx_progress();
+  // The same over views the transport offers (its receive entry, in place):
+  // returns the octets consumed, all of them.
+  size_t rx_input(const net::RxView* views, size_t n);
   // The stream ended under us.
   void on_stream_closed(int err);
 
@@ -213,6 +216,7 @@ class Qp {
   void sq_response_done();                          // the oldest awaited response came
   void sq_drain();
   // qp_rx.cc
+  size_t rx_feed(const net::RxView* views, size_t n);
   size_t rx_chunk(const uint8_t* p, size_t n);
   size_t rx_marker(const uint8_t* p, size_t n);
   bool rx_header_done();

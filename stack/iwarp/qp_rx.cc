@@ -40,26 +40,35 @@ uint64_t partitioned_add(uint64_t a, uint64_t b, uint64_t field_ends) {
 void Qp::rx_progress() {
   if (!conn_) return;
   net::RxView views[8];
-  for (;;) {
-    size_t nv = conn_->rx_peek(views, 8);
-    if (nv == 0) break;
-    size_t used = 0;
-    bool stop = false;
-    for (size_t i = 0; i < nv && !stop; ++i) {
-      size_t off = 0;
-      while (off < views[i].len) {
-        if (rx_stage_ == RxStage::kDead) {  // discard what follows an error
-          off = views[i].len;
-          break;
-        }
-        off += rx_chunk(views[i].data + off, views[i].len - off);
-      }
-      used += off;
-    }
+  for (size_t nv; conn_ && (nv = conn_->rx_peek(views, 8)) > 0;) {
+    const size_t used = rx_feed(views, nv);
     conn_->rx_consume(used);
-    if (!conn_) break;
   }
   tx_progress();  // read responses, atomics and RTR-gated sends may now go
+}
+
+size_t Qp::rx_input(const net::RxView* views, size_t n) {
+  const size_t used = rx_feed(views, n);
+  tx_progress();
+  return used;
+}
+
+// Runs the FPDU machine over every octet of views (after an error they are
+// discarded); returns the octets used, all of them.
+size_t Qp::rx_feed(const net::RxView* views, size_t n) {
+  size_t used = 0;
+  for (size_t i = 0; i < n; ++i) {
+    size_t off = 0;
+    while (off < views[i].len) {
+      if (rx_stage_ == RxStage::kDead) {  // discard what follows an error
+        off = views[i].len;
+        break;
+      }
+      off += rx_chunk(views[i].data + off, views[i].len - off);
+    }
+    used += off;
+  }
+  return used;
 }
 
 // Feeds up to n stream octets to the FPDU machine; returns octets used (>0).

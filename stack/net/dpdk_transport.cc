@@ -494,6 +494,8 @@ class DpdkTransport : public Transport {
     c->mbufs_in_use = pool.size - pool.available;
   }
   int wait_fd() const override { return inner_->wait_fd(); }
+  void lock_streams() override { inner_->lock_streams(); }
+  void unlock_streams() override { inner_->unlock_streams(); }
 
  private:
   static constexpr int64_t kServeIntervalNs = 1'000'000;

@@ -344,8 +344,17 @@ void TcpConn::read_ready(TransportEvents& ev) {
   }
   update_epoll();
   // Data first, then the end of the stream, so no byte is lost to the engine.
-  if (got > 0 && can_notify()) ev.on_readable(this);
+  if (got > 0 && can_notify()) offer(ev);
   if ((eof || err != 0) && can_notify()) notify_closed(ev, err);
+}
+
+// The pull adapter into the owner's receive entry: the ring's bytes, read
+// above, offered as one view.
+void TcpConn::offer(TransportEvents& ev) {
+  RxView v;
+  if (rx_peek(&v, 1) == 0) return;
+  const size_t used = ev.on_data(this, &v, 1);
+  if (used > 0 && can_notify()) rx_consume(used);
 }
 
 void TcpConn::write_ready(TransportEvents& ev) {

@@ -87,6 +87,7 @@ class TcpConn final : public StreamConn, public PollItem {
 
   void finish_connect(uint32_t events, TransportEvents& ev);
   void read_ready(TransportEvents& ev);
+  void offer(TransportEvents& ev);
   void write_ready(TransportEvents& ev);
   void check_socket_error(TransportEvents& ev);
   void notify_closed(TransportEvents& ev, int err);

@@ -11,8 +11,11 @@
 // list and accepts it whole or not at all, so the engine never tracks
 // partially written FPDUs; the transport keeps the tail if the wire is busy.
 //
-// Calls are made with batch granularity (one peek/consume per readiness
-// event, one send per FPDU), so the virtual dispatch is off the per-byte path.
+// Received bytes are pushed: the transport offers its views to the owner's
+// receive entry (TransportEvents::on_data) as soon as it has them, and the
+// owner says how much it took; rx_peek/rx_consume let it pull the rest later.
+// Calls are made with batch granularity (one offer per receive batch, one
+// send per FPDU), so the virtual dispatch is off the per-byte path.
 #pragma once
 
 #include <netinet/in.h>
@@ -83,6 +86,18 @@ class TransportEvents {
   virtual void on_accept(Listener* l, StreamConn* c) = 0;
   virtual void on_connected(StreamConn* c, int err) = 0;  // err: 0 or -errno
   virtual void on_readable(StreamConn* c) = 0;
+  // The receive entry: received bytes, offered in stream order the moment
+  // the transport has them (lwIP: in the progress pass that took the frames
+  // in, under the lock that pass holds; kernel TCP: right after its read).
+  // Returns how many leading bytes the owner consumed; the rest stay queued
+  // in order and are offered again with the next bytes, or pulled with
+  // rx_peek/rx_consume when the owner can take more. The owner may instead
+  // pull inside the call and return 0 (what this default does: on_readable).
+  // The views are valid only during the call.
+  virtual size_t on_data(StreamConn* c, const RxView* /*views*/, size_t /*n*/) {
+    on_readable(c);
+    return 0;
+  }
   virtual void on_writable(StreamConn* c) = 0;
   // The stream is gone (peer closed, reset, error). err is 0 for an orderly
   // close by the peer. The connection object stays valid until release().
@@ -121,6 +136,27 @@ class Transport {
   // Fills the link, TCP and pool fields of *c that this transport knows
   // (Engine::counters; the kernel knows its own and fills none).
   virtual void add_counters(Counters* /*c*/) const {}
+  // Bracket one thread's burst of calls on this transport's streams (a
+  // post's tx_space, tx_send, tx_flush) so they take its lock once; they
+  // nest in poll(). Transports without a lock of their own do nothing.
+  virtual void lock_streams() {}
+  virtual void unlock_streams() {}
+};
+
+// lock_streams() for a scope; a null transport is skipped.
+class StreamsLock {
+ public:
+  explicit StreamsLock(Transport* t) : t_(t) {
+    if (t_ != nullptr) t_->lock_streams();
+  }
+  ~StreamsLock() {
+    if (t_ != nullptr) t_->unlock_streams();
+  }
+  StreamsLock(const StreamsLock&) = delete;
+  StreamsLock& operator=(const StreamsLock&) = delete;
+
+ private:
+  Transport* t_;
 };
 
 std::unique_ptr<Transport> make_kernel_tcp_transport();

@@ -380,6 +380,7 @@ int TransportImpl::connect(const sockaddr_in& peer, StreamConn** out) {
 }
 
 void TransportImpl::destroy(Conn* c) {
+  if (offering_ == c) offering_ = nullptr;
   fifo_.erase_if([&](const Event& e) { return e.conn == c; });
   fifo_changed();
   conns_.erase(c);  // ~Conn aborts a pcb still attached
@@ -390,6 +391,7 @@ void TransportImpl::release(StreamConn* sc) {
   auto it = conns_.find(static_cast<Conn*>(sc));
   if (it == conns_.end()) return;
   Conn* c = it->second.get();
+  if (offering_ == c) offering_ = nullptr;
   fifo_.erase_if([&](const Event& e) { return e.conn == c; });
   fifo_changed();
   c->released_ = true;

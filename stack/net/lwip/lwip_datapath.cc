@@ -14,21 +14,31 @@ namespace softrdma::net::lwip_impl {
 
 size_t Conn::rx_peek(RxView* views, size_t max) {
   Locked g;
-  size_t n = 0;
-  size_t off = rx_off_;
-  for (pbuf* p = rx_head_; p != nullptr && n < max; p = p->next) {
+  size_t shown;
+  return views_locked(views, max, &shown);
+}
+
+size_t Conn::views_locked(RxView* views, size_t max, size_t* shown) const {
+  size_t n = 0, off = rx_off_;
+  *shown = 0;
+  for (const pbuf* p = rx_head_; p != nullptr && n < max; p = p->next) {
     if (p->len > off) {
       views[n++] = RxView{static_cast<const uint8_t*>(p->payload) + off, p->len - off};
+      *shown += p->len - off;
     }
     off = 0;
   }
   return n;
 }
 
-// Frees the pbufs (frames) consumed in full and opens the window by n.
-// Views of the remaining bytes stay valid: their pbufs are untouched.
 void Conn::rx_consume(size_t n) {
   Locked g;
+  consume_locked(n);
+}
+
+// Frees the pbufs (frames) consumed in full and opens the window by n.
+// Views of the remaining bytes stay valid: their pbufs are untouched.
+void Conn::consume_locked(size_t n) {
   n = std::min(n, rx_bytes_);
   rx_bytes_ -= n;
   size_t left = n;
@@ -52,6 +62,22 @@ void Conn::rx_consume(size_t n) {
       tcp_recved(pcb_, chunk);
       n -= chunk;
     }
+  }
+}
+
+void TransportImpl::offer(Conn* c, TransportEvents& ev) {
+  constexpr size_t kViews = 16;
+  RxView views[kViews];
+  while (c->can_notify() && c->rx_bytes_ > 0) {
+    size_t shown;
+    const size_t n = c->views_locked(views, kViews, &shown);
+    if (n == 0) return;
+    offering_ = c;
+    const size_t used = ev.on_data(c, views, n);
+    if (offering_ != c) return;  // released by the owner
+    offering_ = nullptr;
+    c->consume_locked(used);
+    if (used < shown) return;  // the owner takes no more now
   }
 }
 
@@ -211,7 +237,13 @@ err_t Conn::lw_recv(void* arg, tcp_pcb* pcb, pbuf* p, err_t /*err*/) {
   }
   c->rx_tail_ = last;
   c->rx_bytes_ += p->tot_len;
-  c->notify(EvKind::kReadable);
+  // The owner's own pass takes the bytes at its end (lwIP forbids closing or
+  // aborting the pcb from inside this callback, which the owner may do).
+  if (c->transport_ == g_stack->io_runner() && c->transport_->takes_push(c)) {
+    g_stack->want_offer(c);
+  } else {
+    c->notify(EvKind::kReadable);
+  }
   g_stack->want_ack(c);
   return ERR_OK;
 }

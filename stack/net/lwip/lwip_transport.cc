@@ -9,8 +9,11 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "lwip/etharp.h"
@@ -89,10 +92,12 @@ bool TransportImpl::prepare(const Event& e) {
   switch (e.kind) {
     case EvKind::kAccept:
       if (c->pcb_ != nullptr) tcp_backlog_accepted(c->pcb_);
+      c->announced_ = true;  // delivered next: later bytes may be pushed
       return true;
     case EvKind::kConnected:
       if (!c->can_notify()) return false;
       if (e.err != 0) c->done_ = true;
+      c->announced_ = e.err == 0;
       return true;
     case EvKind::kReadable: c->queued_ &= static_cast<uint8_t>(~1u); return c->can_notify();
     case EvKind::kWritable:
@@ -108,48 +113,56 @@ bool TransportImpl::prepare(const Event& e) {
 
 // One event at a time, popped under the mutex and delivered without it:
 // nothing of the batch is held across a callback, so callbacks may release
-// or close anything.
+// or close anything. Readable events offer the bytes to the receive entry
+// in the same critical section instead.
 int TransportImpl::deliver(TransportEvents& ev) {
   if (fifo_held_.load(std::memory_order_acquire) == 0) return 0;
-  size_t budget;
-  {
-    Locked g;
-    budget = fifo_.size();
-  }
+  size_t budget = SIZE_MAX;  // the events queued when it starts
   int handled = 0;
-  while (budget-- > 0) {
+  for (;;) {
     Event e;
+    bool out = false;  // e is to be delivered outside the mutex
     {
       Locked g;
-      if (fifo_.empty()) break;
-      e = fifo_.front();
-      fifo_.pop_front();
-      fifo_changed();
-      if (!prepare(e)) continue;
+      if (budget == SIZE_MAX) budget = fifo_.size();
+      while (!out && budget > 0 && !fifo_.empty()) {
+        --budget;
+        e = fifo_.front();
+        fifo_.pop_front();
+        fifo_changed();
+        if (!prepare(e)) continue;
+        if (e.kind == EvKind::kReadable) {
+          offer(e.conn, ev);
+          ++handled;
+          continue;
+        }
+        out = true;
+      }
     }
+    if (!out) return handled;
     switch (e.kind) {
       case EvKind::kAccept: ev.on_accept(e.listener, e.conn); break;
       case EvKind::kConnected: ev.on_connected(e.conn, e.err); break;
-      case EvKind::kReadable: ev.on_readable(e.conn); break;
+      case EvKind::kReadable: break;  // offered above
       case EvKind::kWritable: ev.on_writable(e.conn); break;
       case EvKind::kClosed: ev.on_closed(e.conn, e.err); break;
     }
     ++handled;
   }
-  return handled;
 }
 
 int TransportImpl::poll(TransportEvents& ev, int timeout_us) {
   Stack& s = Stack::get();
   const int64_t start_ns = pass_clock::refresh();
   int handled = 0;
+  sink_ = &ev;
   for (bool first = true;; first = false) {
     if (!first) pass_clock::refresh();
     {
       Locked g;
       drain_signals();
       if (s.acks_pending()) s.flush_acks(this);
-      s.run_io(this);
+      handled += s.run_io(this);
     }
     handled += deliver(ev);
     if (handled > 0 || timeout_us == 0) break;
@@ -162,6 +175,7 @@ int TransportImpl::poll(TransportEvents& ev, int timeout_us) {
     }
     if (s.fd_mode()) wait(left_ms);  // else: links must be busy-polled
   }
+  sink_ = nullptr;
   if (handled == 0 && s.fd_mode()) arm_wait();
   return handled;
 }
@@ -195,10 +209,17 @@ void Stack::want_ack(Conn* c) {
   acks_hint_.store(true, std::memory_order_relaxed);
 }
 
+void Stack::want_offer(Conn* c) {
+  if (c->in_offers_) return;
+  c->in_offers_ = true;
+  offers_.push_back(c);
+}
+
 void Stack::forget(Conn* c) {
   if (c->in_work_) std::erase(work_, c);
   if (c->in_acks_) std::erase(acks_, c);
-  c->in_work_ = c->in_acks_ = false;
+  if (c->in_offers_) std::replace(offers_.begin(), offers_.end(), c, static_cast<Conn*>(nullptr));
+  c->in_work_ = c->in_acks_ = c->in_offers_ = false;
 }
 
 namespace {
@@ -229,7 +250,8 @@ class PassBatch {
 
 }  // namespace
 
-void Stack::run_io(TransportImpl* runner) {
+// Returns the connections whose bytes it offered to runner's owner.
+int Stack::run_io(TransportImpl* runner) {
   io_runner_ = runner;
   RxFrame frames[kRxBurst];
   for (size_t i = 0; i < links_.size(); ++i) {
@@ -262,7 +284,20 @@ void Stack::run_io(TransportImpl* runner) {
     }
   }
   if (!retired_.empty()) sweep_retired();
+  int offered = 0;
+  // Only the runner's connections are listed (lw_recv checks). By index: an
+  // owner may release another connection of the list, whose entry forget()
+  // then clears.
+  for (size_t i = 0; i < offers_.size(); ++i) {
+    Conn* c = std::exchange(offers_[i], nullptr);
+    if (c == nullptr) continue;
+    c->in_offers_ = false;
+    c->transport_->offer_pushed(c);
+    ++offered;
+  }
+  offers_.clear();
   io_runner_ = nullptr;
+  return offered;
 }
 
 // Delayed ACKs still pending when the owner polls again after seeing the

@@ -7,8 +7,11 @@
 // listeners and connections. Any transport's poll() runs the shared stack
 // (receives on every link, runs lwIP's timers), but the events of a
 // connection are delivered only by its owner's poll(). One process-wide mutex
-// guards lwIP; it is never held while TransportEvents callbacks run, so
-// engines on different threads may poll their transports concurrently.
+// guards lwIP, so engines on different threads may poll their transports
+// concurrently. It is held while received bytes go to the owner's receive
+// entry (on_data: in the owner's own pass, or from a readable event), and
+// the streams' calls made from there join it; the other callbacks run
+// without it.
 //
 // Semantics match kernel_tcp.cc (see its header comment) with these
 // differences, all inherent to a userspace stack:

@@ -10,7 +10,11 @@
 //    thread) queue for it; only its own poll() delivers them, one at a time
 //    and without the mutex, so a callback may release anything.
 //  - Conn: a connection. Received pbuf chains are kept as lwIP hands them
-//    over (frames stay in the link's buffers) and lent out by rx_peek.
+//    over (frames stay in the link's buffers) and offered to the owner's
+//    receive entry (TransportEvents::on_data) at the end of the pass that
+//    received them, when that pass is the owner's own poll; otherwise (or
+//    before the owner has seen the connection) a readable event offers
+//    them from the owner's poll. rx_peek lends them too.
 //
 // The pieces: lwip_transport.cc (events, poll, the public API),
 // lwip_conn.cc (connection and listener state), lwip_datapath.cc (receive
@@ -20,7 +24,9 @@
 //
 // Every lwIP call and every field below is guarded by Stack::mu; the Locked
 // guard also pushes frames the critical section queued on links (tx_flush)
-// before it unlocks, so batching lasts exactly one critical section.
+// before it unlocks, so batching lasts exactly one critical section. Locked
+// nests on the thread holding it, so what an owner's receive entry does
+// (send a reply, close) joins the pass's critical section.
 #pragma once
 
 #include <netinet/in.h>
@@ -33,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -128,6 +135,10 @@ class Conn final : public StreamConn {
   size_t rx_peek(RxView* views, size_t max) override;
   void rx_consume(size_t n) override;
   size_t tx_space() const override;
+  // rx_peek's and rx_consume's work, with the stack mutex held; views_locked
+  // also adds up the bytes it shows in *shown.
+  size_t views_locked(RxView* views, size_t max, size_t* shown) const;
+  void consume_locked(size_t n);
   int tx_send(const iovec* iov, int cnt, size_t total) override;
   void tx_flush() override;
   int write_locked(const iovec* iov, int cnt);
@@ -172,6 +183,8 @@ class Conn final : public StreamConn {
   uint8_t queued_ = 0;  // kReadable/kWritable already in the owner's FIFO
   bool in_work_ = false;
   bool in_acks_ = false;
+  bool in_offers_ = false;
+  bool announced_ = false;  // the owner has had on_accept / on_connected
 
   // Received, unconsumed bytes: a singly linked list of pbufs (each owned
   // with refcount 1), rx_off_ bytes into the first one.
@@ -229,12 +242,13 @@ class Stack {
   LwipCounters counters() const;
   int link_counters(int id, LinkCounters* out) const;
 
-  void run_io(TransportImpl* runner);
+  int run_io(TransportImpl* runner);
   void flush_links();
   void flush_acks(TransportImpl* owner);
   bool acks_pending() const { return acks_hint_.load(std::memory_order_relaxed); }
   void want_work(Conn* c);
   void want_ack(Conn* c);
+  void want_offer(Conn* c);
   void forget(Conn* c);
   void linger(std::unique_ptr<Conn> c);
   void finish_lingering(TransportImpl* owner);
@@ -286,6 +300,7 @@ class Stack {
   std::vector<TransportImpl*> transports_;
   std::vector<Conn*> work_, work_spare_;
   std::vector<Conn*> acks_, acks_spare_;
+  std::vector<Conn*> offers_;  // received into this pass, for the runner's owner
   std::atomic<bool> acks_hint_{false};
   std::unordered_map<Conn*, std::unique_ptr<Conn>> lingering_;
   std::atomic<bool> fd_mode_{false};
@@ -296,16 +311,27 @@ class Stack {
 };
 
 // Holds the stack mutex; pushes out frames queued meanwhile before unlocking.
+// Inside a Locked of the same thread it only joins that one.
 class Locked {
  public:
-  Locked() : s_(Stack::get()), lk_(s_.mu) {}
-  ~Locked() { s_.flush_links(); }
+  Locked() : s_(Stack::get()), outer_(!t_held) {
+    if (!outer_) return;
+    s_.mu.lock();
+    t_held = true;
+  }
+  ~Locked() {
+    if (!outer_) return;
+    s_.flush_links();
+    t_held = false;
+    s_.mu.unlock();
+  }
   Locked(const Locked&) = delete;
   Locked& operator=(const Locked&) = delete;
 
  private:
+  static inline thread_local bool t_held = false;
   Stack& s_;
-  std::unique_lock<std::mutex> lk_;
+  bool outer_;
 };
 
 class TransportImpl final : public Transport {
@@ -325,9 +351,18 @@ class TransportImpl final : public Transport {
   int poll(TransportEvents& ev, int timeout_us) override;
   void wake() override;
   int wait_fd() const override { return Stack::get().fd_mode() ? epfd_ : -1; }
+  // Under the owner's lock (the engine's), so held_ needs no other.
+  void lock_streams() override { held_.emplace(); }
+  void unlock_streams() override { held_.reset(); }
 
   // With the stack mutex held.
   void queue(const Event& e);
+  // Whether c's bytes may go to its owner from the pass running now.
+  bool takes_push(const Conn* c) const { return sink_ != nullptr && c->announced_; }
+  // Offers c's received bytes to ev's receive entry and releases what it
+  // consumed (frames freed, window opened).
+  void offer(Conn* c, TransportEvents& ev);
+  void offer_pushed(Conn* c) { offer(c, *sink_); }
   Conn* adopt(tcp_pcb* newpcb, ListenerImpl* l);
   void destroy(Conn* c);
   void link_fd(int fd, bool add);
@@ -341,6 +376,9 @@ class TransportImpl final : public Transport {
   void wait(int timeout_ms);
 
   LwipTransportOptions options_;
+  TransportEvents* sink_ = nullptr;  // during poll(): its events
+  std::optional<Locked> held_;       // between lock_streams and unlock_streams
+  Conn* offering_ = nullptr;         // whose bytes offer() has out; cleared if released
   std::unordered_map<Conn*, std::unique_ptr<Conn>> conns_;
   std::unordered_map<Listener*, std::unique_ptr<ListenerImpl>> listeners_;
   Ring<Event> fifo_;
