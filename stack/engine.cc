@@ -57,6 +57,7 @@ Engine::Engine(const EngineConfig& cfg) : Engine(cfg, make_transport(cfg)) {}
 Engine::Engine(const EngineConfig& cfg, std::unique_ptr<net::Transport> transport)
     : cfg_(cfg), transport_(cfg.error.empty() ? std::move(transport) : nullptr) {
   if (!cfg_.error.empty()) std::fprintf(stderr, "%s\n", cfg_.error.c_str());
+  if (transport_) transport_->set_receiver(this);  // received bytes go to the QPs at once
   if (transport_ && cfg_.threading != Threading::kC2) io_thread_ = std::thread([this] { io_loop(); });
   if (transport_ && cfg_.threading == Threading::kC2 && cfg_.watchdog_us > 0)
     watchdog_ = std::thread([this] { watchdog_loop(); });
@@ -85,6 +86,7 @@ Engine::~Engine() {
   if (watchdog_.joinable()) watchdog_.join();
   if (!cfg_.stats_to.empty()) report_counters(cfg_.stats_to, counters());
   ApiLock g(this);
+  if (transport_) transport_->set_receiver(nullptr);  // no pass may offer to a going engine
   for (auto& [c, owned] : conns_) {
     if (c->sc) {
       c->sc->abort();
@@ -194,9 +196,6 @@ void Engine::destroy_qp(Qp* qp) {
 
 int Engine::post_send(Qp* qp, const SendWr& wr) {
   ApiLock g(this);
-  // What the post transmits takes the transport's lock once (under c1 the
-  // I/O thread transmits: nothing to lock for).
-  net::StreamsLock s(cfg_.threading == Threading::kC1 ? nullptr : transport_.get());
   return qp->post_send(wr);
 }
 
@@ -238,7 +237,7 @@ Counters Engine::counters() {
   return c;
 }
 
-// All transport calls happen under the engine lock (transports are not
+// All transport calls happen under the process lock (transports are not
 // thread-safe); waiting happens outside it, on the transport's wait fd, so
 // other threads can post meanwhile. Transports without one are busy-polled.
 static int64_t now_ns() {
@@ -248,7 +247,7 @@ static int64_t now_ns() {
 }
 
 int Engine::progress_once() {
-  std::lock_guard g(mu_);
+  big_lock::Guard g;
   int n = transport_->poll(*this, 0);  // refreshes the pass clock
   const int64_t now = pass_clock::now_ns();
   last_progress_ns_.store(now, std::memory_order_relaxed);

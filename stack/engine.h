@@ -2,8 +2,10 @@
 //
 // An Engine owns one transport (kernel TCP or lwIP on DPDK), the memory
 // region table, CQs, QPs and the connection manager. Every public method is
-// thread-safe (one engine lock); progress() drives all I/O and may be called
-// from the application's thread (run to completion) or a dedicated one.
+// thread-safe: they take the process's one lock (stack/common/big_lock.h),
+// which also guards the TCP/IP stack, so a progress pass takes one lock for
+// port receive, TCP, placement, completion and transmit. progress() may be
+// called from the application's thread (run to completion) or a dedicated one.
 //
 //   Engine e;                         // transport from FI_SOFTRDMA_TRANSPORT
 //   auto* pd = e.alloc_pd();
@@ -27,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "stack/common/big_lock.h"
 #include "stack/counters.h"
 #include "stack/iwarp/cq.h"
 #include "stack/iwarp/mem.h"
@@ -202,26 +205,25 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   void io_loop();
   void watchdog_loop();
 
-  // The engine lock as API calls take it: announced first, so that the
-  // c1/c3 thread, which otherwise retakes the lock back to back, steps aside
-  // (std::mutex is not fair: it would starve the application).
+  // The process lock (big_lock.h) as API calls take it: announced first, so
+  // that the c1/c3 thread, which otherwise retakes the lock back to back,
+  // steps aside (std::mutex is not fair: it would starve the application).
   struct ApiLock {
     explicit ApiLock(Engine* e) : e_(e) {
       if (e_->cfg_.threading == Threading::kC2) {  // no engine thread to step aside
-        e_->mu_.lock();
+        big_lock::lock();
         return;
       }
       e_->waiters_.fetch_add(1, std::memory_order_relaxed);
-      e_->mu_.lock();
+      big_lock::lock();
       e_->waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
-    ~ApiLock() { e_->mu_.unlock(); }
+    ~ApiLock() { big_lock::unlock(); }
     Engine* e_;
   };
 
   EngineConfig cfg_;
   std::unique_ptr<net::Transport> transport_;
-  std::mutex mu_;
   std::atomic<int> waiters_{0};
   iwarp::MrTable mrs_;
   Stats stats_;
@@ -242,7 +244,7 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   std::condition_variable watchdog_cv_;
   bool watchdog_attend_ = false;  // under watchdog_mu_: expect_idle() was called
   std::atomic<int64_t> last_progress_ns_{0};
-  int64_t last_timeout_check_ns_ = 0;  // under mu_
+  int64_t last_timeout_check_ns_ = 0;  // under the process lock
 };
 
 }  // namespace softrdma

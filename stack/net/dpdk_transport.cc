@@ -494,8 +494,7 @@ class DpdkTransport : public Transport {
     c->mbufs_in_use = pool.size - pool.available;
   }
   int wait_fd() const override { return inner_->wait_fd(); }
-  void lock_streams() override { inner_->lock_streams(); }
-  void unlock_streams() override { inner_->unlock_streams(); }
+  void set_receiver(TransportEvents* owner) override { inner_->set_receiver(owner); }
 
  private:
   static constexpr int64_t kServeIntervalNs = 1'000'000;

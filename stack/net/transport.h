@@ -136,27 +136,12 @@ class Transport {
   // Fills the link, TCP and pool fields of *c that this transport knows
   // (Engine::counters; the kernel knows its own and fills none).
   virtual void add_counters(Counters* /*c*/) const {}
-  // Bracket one thread's burst of calls on this transport's streams (a
-  // post's tx_space, tx_send, tx_flush) so they take its lock once; they
-  // nest in poll(). Transports without a lock of their own do nothing.
-  virtual void lock_streams() {}
-  virtual void unlock_streams() {}
-};
-
-// lock_streams() for a scope; a null transport is skipped.
-class StreamsLock {
- public:
-  explicit StreamsLock(Transport* t) : t_(t) {
-    if (t_ != nullptr) t_->lock_streams();
-  }
-  ~StreamsLock() {
-    if (t_ != nullptr) t_->unlock_streams();
-  }
-  StreamsLock(const StreamsLock&) = delete;
-  StreamsLock& operator=(const StreamsLock&) = delete;
-
- private:
-  Transport* t_;
+  // Names the owner whose receive entry (TransportEvents::on_data) takes
+  // this transport's received bytes from any progress pass of the process,
+  // not only from its own poll(): all of them run under the one process
+  // lock (big_lock.h). The owner must outlive the transport. Transports that
+  // offer only from their own poll() ignore it.
+  virtual void set_receiver(TransportEvents* /*owner*/) {}
 };
 
 std::unique_ptr<Transport> make_kernel_tcp_transport();

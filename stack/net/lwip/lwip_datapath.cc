@@ -134,7 +134,7 @@ int Conn::tx_send(const iovec* iov, int cnt, size_t total) {
   return write_locked(iov, cnt);
 }
 
-// tx_send's writes, under the stack mutex, the room already checked.
+// tx_send's writes, under the process lock, the room already checked.
 int Conn::write_locked(const iovec* iov, int cnt) {
   // One tcp_write per piece (COPY: the caller may reuse its memory; MORE: no
   // PSH, and the segment's oversized pbuf keeps filling). If lwIP's shared
@@ -237,9 +237,13 @@ err_t Conn::lw_recv(void* arg, tcp_pcb* pcb, pbuf* p, err_t /*err*/) {
   }
   c->rx_tail_ = last;
   c->rx_bytes_ += p->tot_len;
-  // The owner's own pass takes the bytes at its end (lwIP forbids closing or
-  // aborting the pcb from inside this callback, which the owner may do).
-  if (c->transport_ == g_stack->io_runner() && c->transport_->takes_push(c)) {
+  // The owner's receive entry takes the bytes at the end of this pass, not
+  // here: lwIP forbids closing or aborting the pcb from inside this
+  // callback, which the owner may do on what it reads.
+  // Bytes another engine's pass takes in reach the owner's application only
+  // when the owner's next poll returns: a reply may carry the ACK until then.
+  c->ack_from_poll_ = c->transport_->polls() + (g_stack->io_runner() == c->transport_ ? 1 : 2);
+  if (c->transport_->push_target(c) != nullptr) {
     g_stack->want_offer(c);
   } else {
     c->notify(EvKind::kReadable);

@@ -78,6 +78,7 @@ err_t Stack::link_output(struct netif* nif, pbuf* p) {
     return ERR_MEM;
   }
   l->dirty = true;
+  s.links_dirty_ = true;
   ++s.ctr.tx_frames;
   s.ctr.tx_bytes += len;
   return ERR_OK;
@@ -105,7 +106,7 @@ int Stack::lend(Link* l, pbuf* p) {
 
 // A lent frame holds its own reference on the pbuf (lwIP's, for
 // retransmission, is separate) until the port is done reading it. Ports
-// call this with the stack mutex held: from tx calls, rx_burst's flush and
+// call this with the process lock held: from tx calls, rx_burst's flush and
 // their destruction, all made under it.
 void Stack::lent_done(void* /*frame*/, void* p) { pbuf_free(static_cast<pbuf*>(p)); }
 

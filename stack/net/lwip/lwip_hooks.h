@@ -1,6 +1,6 @@
 // Hooks lwIP's core calls into the lwIP transport (lwip_links.cc,
 // lwip_isn.cc; named in lwipopts.h via LWIP_HOOK_FILENAME). All run with the
-// stack mutex held, inside lwIP.
+// process lock held, inside lwIP.
 #ifndef SOFTRDMA_LWIP_HOOKS_H
 #define SOFTRDMA_LWIP_HOOKS_H
 

@@ -30,6 +30,8 @@ Stack* g_stack = nullptr;
 Stack::Stack() {
   g_stack = this;
   lwip_init();  // also brings up the 127.0.0.1 loopback netif
+  // Frames queued in a critical section leave when it ends (big_lock.h).
+  big_lock::set_release_hook([] { g_stack->flush_links(); });
 }
 
 Link* Stack::find_link(int id) const {
@@ -207,6 +209,8 @@ const ip4_addr_t* Stack::next_hop(struct netif* nif, const ip4_addr_t* dest) {
 }
 
 void Stack::flush_links() {
+  if (!links_dirty_) return;  // every unlock of the process lock comes here
+  links_dirty_ = false;
   for (const auto& l : links_) {
     if (l->dirty) {
       l->dirty = false;
@@ -256,7 +260,7 @@ int Stack::link_counters(int id, LinkCounters* out) const {
 }  // namespace softrdma::net::lwip_impl
 
 // ---------------------------------------------------------------------------
-// lwIP hooks (lwip_hooks.h), called inside lwIP with the stack mutex held
+// lwIP hooks (lwip_hooks.h), called inside lwIP with the process lock held
 // ---------------------------------------------------------------------------
 
 extern "C" struct netif* softrdma_lwip_route(const ip4_addr_t* src, const ip4_addr_t* dest) {

@@ -86,7 +86,7 @@ void TransportImpl::queue(const Event& e) {
   if (was_empty && Stack::get().fd_mode() && Stack::get().io_runner() != this) signal();
 }
 
-// Checks an event against the state now, with the mutex held.
+// Checks an event against the state now, with the process lock held.
 bool TransportImpl::prepare(const Event& e) {
   Conn* c = e.conn;
   switch (e.kind) {
@@ -111,7 +111,8 @@ bool TransportImpl::prepare(const Event& e) {
   return false;
 }
 
-// One event at a time, popped under the mutex and delivered without it:
+// One event at a time, popped in a critical section of its own and delivered
+// after it (when the owner's pass holds the process lock, inside that one):
 // nothing of the batch is held across a callback, so callbacks may release
 // or close anything. Readable events offer the bytes to the receive entry
 // in the same critical section instead.
@@ -121,7 +122,7 @@ int TransportImpl::deliver(TransportEvents& ev) {
   int handled = 0;
   for (;;) {
     Event e;
-    bool out = false;  // e is to be delivered outside the mutex
+    bool out = false;  // e is to be delivered after the critical section
     {
       Locked g;
       if (budget == SIZE_MAX) budget = fifo_.size();
@@ -155,6 +156,7 @@ int TransportImpl::poll(TransportEvents& ev, int timeout_us) {
   Stack& s = Stack::get();
   const int64_t start_ns = pass_clock::refresh();
   int handled = 0;
+  ++polls_;
   sink_ = &ev;
   for (bool first = true;; first = false) {
     if (!first) pass_clock::refresh();
@@ -285,7 +287,7 @@ int Stack::run_io(TransportImpl* runner) {
   }
   if (!retired_.empty()) sweep_retired();
   int offered = 0;
-  // Only the runner's connections are listed (lw_recv checks). By index: an
+  // Connections with a receiver for this pass (lw_recv checks). By index: an
   // owner may release another connection of the list, whose entry forget()
   // then clears.
   for (size_t i = 0; i < offers_.size(); ++i) {
@@ -293,6 +295,8 @@ int Stack::run_io(TransportImpl* runner) {
     if (c == nullptr) continue;
     c->in_offers_ = false;
     c->transport_->offer_pushed(c);
+    // Another engine's completions: its waiter, if asleep, looks again.
+    if (c->transport_ != runner && fd_mode()) c->transport_->wake_waiter();
     ++offered;
   }
   offers_.clear();
@@ -300,28 +304,32 @@ int Stack::run_io(TransportImpl* runner) {
   return offered;
 }
 
-// Delayed ACKs still pending when the owner polls again after seeing the
-// data (its on_readable was delivered) go out now instead of on the next
+// Delayed ACKs still pending when the owner polls again after a poll that
+// returned with the data delivered (Conn::ack_from_poll_) go out now instead of on the next
 // fast-timer tick, up to TCP_TMR_INTERVAL later. Until then the owner may
 // piggyback them on a reply, from its callback or right after poll()
 // returns; flushing at the end of the poll that received the data instead
 // cost a pure ACK per round trip (+0.45 us on the 64 B ping-pong over the
 // pipe) and gained nothing in bulk transfers (lwIP ACKs every 2nd segment).
 void Stack::flush_acks(TransportImpl* owner) {
-  const PassBatch batch(acks_, acks_spare_);
-  for (Conn* c : batch) {
-    c->in_acks_ = false;
-    if (c->released_) continue;
-    if (c->transport_ != owner || (c->queued_ & 1)) {
-      want_ack(c);
+  // In place: tcp_output never calls back into want_ack.
+  size_t keep = 0;
+  for (Conn* c : acks_) {
+    const bool delayed = c->pcb_ != nullptr && (c->pcb_->flags & TF_ACK_DELAY);
+    if (c->released_ || !delayed) {  // gone, or a reply carried the ACK
+      c->in_acks_ = false;
       continue;
     }
-    if (c->pcb_ != nullptr && (c->pcb_->flags & TF_ACK_DELAY)) {
-      tcp_ack_now(c->pcb_);
-      tcp_output(c->pcb_);
+    if (c->transport_ != owner || (c->queued_ & 1) || owner->polls() < c->ack_from_poll_) {
+      acks_[keep++] = c;
+      continue;
     }
+    c->in_acks_ = false;
+    tcp_ack_now(c->pcb_);
+    tcp_output(c->pcb_);
   }
-  acks_hint_.store(!acks_.empty(), std::memory_order_relaxed);
+  acks_.resize(keep);
+  acks_hint_.store(keep != 0, std::memory_order_relaxed);
 }
 
 }  // namespace softrdma::net::lwip_impl

@@ -6,12 +6,11 @@
 // Transport made by make_lwip_transport() is a view of it that owns its own
 // listeners and connections. Any transport's poll() runs the shared stack
 // (receives on every link, runs lwIP's timers), but the events of a
-// connection are delivered only by its owner's poll(). One process-wide mutex
-// guards lwIP, so engines on different threads may poll their transports
-// concurrently. It is held while received bytes go to the owner's receive
-// entry (on_data: in the owner's own pass, or from a readable event), and
-// the streams' calls made from there join it; the other callbacks run
-// without it.
+// connection are delivered only by its owner's poll(). The process lock
+// (stack/common/big_lock.h) guards lwIP and every engine alike, so engines on
+// different threads may poll their transports concurrently, and received
+// bytes go straight to the owner's receive entry (on_data, set_receiver)
+// from whichever pass took the frames in.
 //
 // Semantics match kernel_tcp.cc (see its header comment) with these
 // differences, all inherent to a userspace stack:

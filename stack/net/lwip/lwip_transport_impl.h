@@ -2,19 +2,20 @@
 //
 // Layout:
 //  - Stack: the process-wide singleton. Owns lwIP, the links (netifs over
-//    FrameLinks), the route table, the counters and the one mutex. run_io()
+//    FrameLinks), the route table and the counters. run_io()
 //    is the engine of the whole thing: one RX burst per link into lwIP,
 //    lwIP's timers, the loopback queues, and deferred per-connection work.
 //  - TransportImpl: one per Engine. Owns its listeners and connections and a
 //    FIFO of events that lwIP callbacks (run by any transport's poll, on any
-//    thread) queue for it; only its own poll() delivers them, one at a time
-//    and without the mutex, so a callback may release anything.
+//    thread) queue for it; only its own poll() delivers them, one at a time,
+//    so a callback may release anything.
 //  - Conn: a connection. Received pbuf chains are kept as lwIP hands them
 //    over (frames stay in the link's buffers) and offered to the owner's
 //    receive entry (TransportEvents::on_data) at the end of the pass that
-//    received them, when that pass is the owner's own poll; otherwise (or
-//    before the owner has seen the connection) a readable event offers
-//    them from the owner's poll. rx_peek lends them too.
+//    received them, whichever engine's pass it is (set_receiver; the one
+//    process lock covers them all); before the owner has seen the
+//    connection, a readable event offers them from the owner's poll.
+//    rx_peek lends them too.
 //
 // The pieces: lwip_transport.cc (events, poll, the public API),
 // lwip_conn.cc (connection and listener state), lwip_datapath.cc (receive
@@ -22,11 +23,12 @@
 // (pbufs over link frames, frame lending), lwip_retransmits.cc, lwip_wait.cc
 // (epoll/eventfd/timerfd), lwip_isn.cc.
 //
-// Every lwIP call and every field below is guarded by Stack::mu; the Locked
-// guard also pushes frames the critical section queued on links (tx_flush)
-// before it unlocks, so batching lasts exactly one critical section. Locked
-// nests on the thread holding it, so what an owner's receive entry does
-// (send a reply, close) joins the pass's critical section.
+// Every lwIP call and every field below is guarded by the process lock
+// (stack/common/big_lock.h), taken through Locked; its outermost release
+// pushes the frames the critical section queued on links (tx_flush), so
+// batching lasts exactly one critical section. An engine's pass or post
+// holds it already, so what the owner's receive entry does (send a reply,
+// close) joins the pass's critical section.
 #pragma once
 
 #include <netinet/in.h>
@@ -39,7 +41,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -47,6 +48,7 @@
 #include "lwip/pbuf.h"
 #include "lwip/priv/tcp_priv.h"
 #include "lwip/tcp.h"
+#include "stack/common/big_lock.h"
 #include "stack/common/ring.h"
 #include "stack/net/lwip/lwip_transport.h"
 
@@ -135,7 +137,7 @@ class Conn final : public StreamConn {
   size_t rx_peek(RxView* views, size_t max) override;
   void rx_consume(size_t n) override;
   size_t tx_space() const override;
-  // rx_peek's and rx_consume's work, with the stack mutex held; views_locked
+  // rx_peek's and rx_consume's work, with the process lock held; views_locked
   // also adds up the bytes it shows in *shown.
   size_t views_locked(RxView* views, size_t max, size_t* shown) const;
   void consume_locked(size_t n);
@@ -148,7 +150,7 @@ class Conn final : public StreamConn {
   sockaddr_in local_addr() const override { return local_; }
   sockaddr_in peer_addr() const override { return peer_; }
 
-  // Everything below runs with the stack mutex held.
+  // Everything below runs with the process lock held.
   void attach();  // arg and callbacks on pcb_
   void cache_endpoints();
   bool can_notify() const { return !released_ && !done_; }
@@ -183,6 +185,10 @@ class Conn final : public StreamConn {
   uint8_t queued_ = 0;  // kReadable/kWritable already in the owner's FIFO
   bool in_work_ = false;
   bool in_acks_ = false;
+  // The owner's poll from which a delayed ACK for the bytes received last
+  // may go out alone (Stack::flush_acks): the one after the poll that
+  // returned with them delivered.
+  uint64_t ack_from_poll_ = 0;
   bool in_offers_ = false;
   bool announced_ = false;  // the owner has had on_accept / on_connected
 
@@ -231,7 +237,6 @@ class Stack {
     return *s;
   }
 
-  std::mutex mu;
 
   int add_link(std::unique_ptr<FrameLink> port, in_addr ip, in_addr mask, in_addr gw,
                const LwipLinkOptions& opt);
@@ -299,39 +304,27 @@ class Stack {
   void routes_changed() { last_route_ = nullptr; }
   std::vector<TransportImpl*> transports_;
   std::vector<Conn*> work_, work_spare_;
-  std::vector<Conn*> acks_, acks_spare_;
+  std::vector<Conn*> acks_;
   std::vector<Conn*> offers_;  // received into this pass, for the runner's owner
   std::atomic<bool> acks_hint_{false};
   std::unordered_map<Conn*, std::unique_ptr<Conn>> lingering_;
   std::atomic<bool> fd_mode_{false};
   TransportImpl* io_runner_ = nullptr;
   bool tx_blocked_ = false;
+  bool links_dirty_ = false;  // some link has frames committed, not flushed
   uint32_t last_link_check_ms_ = 0;
   int next_link_id_ = 0;
 };
 
-// Holds the stack mutex; pushes out frames queued meanwhile before unlocking.
-// Inside a Locked of the same thread it only joins that one.
+// Holds the process lock (big_lock.h) for a scope: joins the caller's
+// critical section when it already has one (an engine's pass or post); the
+// outermost release pushes the frames queued meanwhile (flush_links).
 class Locked {
  public:
-  Locked() : s_(Stack::get()), outer_(!t_held) {
-    if (!outer_) return;
-    s_.mu.lock();
-    t_held = true;
-  }
-  ~Locked() {
-    if (!outer_) return;
-    s_.flush_links();
-    t_held = false;
-    s_.mu.unlock();
-  }
+  Locked() { big_lock::lock(); }
+  ~Locked() { big_lock::unlock(); }
   Locked(const Locked&) = delete;
   Locked& operator=(const Locked&) = delete;
-
- private:
-  static inline thread_local bool t_held = false;
-  Stack& s_;
-  bool outer_;
 };
 
 class TransportImpl final : public Transport {
@@ -351,18 +344,26 @@ class TransportImpl final : public Transport {
   int poll(TransportEvents& ev, int timeout_us) override;
   void wake() override;
   int wait_fd() const override { return Stack::get().fd_mode() ? epfd_ : -1; }
-  // Under the owner's lock (the engine's), so held_ needs no other.
-  void lock_streams() override { held_.emplace(); }
-  void unlock_streams() override { held_.reset(); }
 
-  // With the stack mutex held.
+  // With the process lock held.
   void queue(const Event& e);
-  // Whether c's bytes may go to its owner from the pass running now.
-  bool takes_push(const Conn* c) const { return sink_ != nullptr && c->announced_; }
+  void set_receiver(TransportEvents* owner) override { receiver_ = owner; }
+  // Where c's bytes go from the pass running now: the bound receiver from
+  // any pass, else the events of this transport's own poll; null: nowhere
+  // yet (a readable event offers them later).
+  TransportEvents* push_target(const Conn* c) const {
+    if (!c->announced_) return nullptr;
+    if (receiver_ != nullptr) return receiver_;
+    return g_stack->io_runner() == this ? sink_ : nullptr;
+  }
   // Offers c's received bytes to ev's receive entry and releases what it
   // consumed (frames freed, window opened).
   void offer(Conn* c, TransportEvents& ev);
-  void offer_pushed(Conn* c) { offer(c, *sink_); }
+  void wake_waiter() { signal(); }
+  uint64_t polls() const { return polls_; }
+  void offer_pushed(Conn* c) {
+    if (TransportEvents* t = push_target(c)) offer(c, *t);
+  }
   Conn* adopt(tcp_pcb* newpcb, ListenerImpl* l);
   void destroy(Conn* c);
   void link_fd(int fd, bool add);
@@ -376,14 +377,15 @@ class TransportImpl final : public Transport {
   void wait(int timeout_ms);
 
   LwipTransportOptions options_;
-  TransportEvents* sink_ = nullptr;  // during poll(): its events
-  std::optional<Locked> held_;       // between lock_streams and unlock_streams
+  TransportEvents* receiver_ = nullptr;  // set_receiver's owner
+  TransportEvents* sink_ = nullptr;      // during poll(): its events
   Conn* offering_ = nullptr;         // whose bytes offer() has out; cleared if released
+  uint64_t polls_ = 0;               // poll() calls so far
   std::unordered_map<Conn*, std::unique_ptr<Conn>> conns_;
   std::unordered_map<Listener*, std::unique_ptr<ListenerImpl>> listeners_;
   Ring<Event> fifo_;
-  // fifo_.size() after its last change (all under the mutex): deliver()
-  // runs every pass and skips the mutex when nothing is queued.
+  // fifo_.size() after its last change (all under the lock): deliver()
+  // runs every pass and skips the lock when nothing is queued.
   std::atomic<size_t> fifo_held_{0};
   void fifo_changed() { fifo_held_.store(fifo_.size(), std::memory_order_release); }
   std::atomic<bool> wake_pending_{false};

@@ -11,7 +11,7 @@
 
 // --- Threading ---------------------------------------------------------------
 // No tcpip thread and no OS layer: the lwIP transport calls the raw API under
-// one process-wide mutex of its own, so lwIP needs no locking (the Debian
+// the process lock (stack/common/big_lock.h), so lwIP needs no locking (the Debian
 // package's SYS_LIGHTWEIGHT_PROT cost 2-7% of busy time in the prototype).
 #define NO_SYS 1
 #define SYS_LIGHTWEIGHT_PROT 0
@@ -224,7 +224,7 @@
 
 // --- Statistics and debugging --------------------------------------------------------------
 // lwip_transport keeps its own counters. lwIP's stats (global, unlocked:
-// read under the stack mutex) are on only for IP and TCP, whose checksum and
+// read under the process lock) are on only for IP and TCP, whose checksum and
 // length errors are frames refused deep in the stack (counted in rx_errors).
 #define LWIP_STATS 1
 #define LINK_STATS 0

@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -77,6 +78,10 @@ class PipeCore {
   std::vector<uint32_t> free_;
   std::vector<uint32_t> len_;
   std::deque<uint32_t> rxq[2];  // frames waiting for end 0 / end 1
+  // rxq[i].size() after its last change: an empty poll (most polls) answers
+  // without the mutex, as a shared-memory ring's does.
+  std::atomic<size_t> queued[2]{};
+  void queue_changed(int i) { queued[i].store(rxq[i].size(), std::memory_order_release); }
   int evfd[2] = {-1, -1};
 };
 
@@ -102,12 +107,14 @@ class PipeLink final : public FrameLink {
     std::lock_guard g(core_->mu);
     for (uint32_t s : core_->rxq[side_]) core_->release(s);
     core_->rxq[side_].clear();
+    core_->queue_changed(side_);
     discard_locked();
     if (core_->evfd[side_] >= 0) ::close(core_->evfd[side_]);
     core_->evfd[side_] = -1;
   }
 
   int rx_burst(RxFrame* out, int max) override {
+    if (core_->queued[side_].load(std::memory_order_acquire) == 0) return 0;
     std::lock_guard g(core_->mu);
     auto& q = core_->rxq[side_];
     int n = 0;
@@ -120,6 +127,7 @@ class PipeLink final : public FrameLink {
       ctr_.rx_bytes += core_->len_[s];
       ++n;
     }
+    core_->queue_changed(side_);
     return n;
   }
   void rx_release(void* handle) override {
@@ -164,6 +172,7 @@ class PipeLink final : public FrameLink {
     return 1;
   }
   void tx_flush() override {
+    if (batch_.empty()) return;  // only this end's sender touches batch_
     std::lock_guard g(core_->mu);
     push_locked();
   }
@@ -287,6 +296,7 @@ class PipeLink final : public FrameLink {
       enqueue(s);
     }
     batch_.clear();
+    core_->queue_changed(1 - side_);
     if (was_empty && !q.empty()) signal(1 - side_);
   }
 
