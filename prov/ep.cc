@@ -46,6 +46,8 @@ int ep_bind(fid* f, fid* bf, uint64_t flags) {
       }
       return (flags & (FI_TRANSMIT | FI_RECV)) ? 0 : -FI_EINVAL;
     case FI_CLASS_CNTR: {
+      // No FI_RMA_EVENT (attr.cc): the engine reports no remote access.
+      if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) return -FI_EINVAL;
       auto* c = from_fid<Cntr>(bf);
       if (flags & FI_SEND) ep->send_cntr = c;
       if (flags & FI_RECV) ep->recv_cntr = c;
