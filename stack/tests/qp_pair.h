@@ -35,16 +35,8 @@ struct QpTestPeer {
 
 namespace softrdma::testing {
 
-using iwarp::DdpEtype;
-using iwarp::DdpTaggedEcode;
-using iwarp::DdpUntaggedEcode;
-using iwarp::LlpEcode;
-using iwarp::RdmapEcode;
-using iwarp::RdmapEtype;
 using iwarp::QpTestPeer;
 using iwarp::Rtr;
-using iwarp::TermCause;
-using iwarp::TermLayer;
 
 inline constexpr uint32_t kAll =
     kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic;
@@ -71,19 +63,21 @@ struct Pair {
     wr.sg_list[0] = Sge{aaddr(off), len, astag};
     return wr;
   }
-  SendWr write(uint64_t id, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey,
-               uint32_t flags = kWrSignaled) const {
-    SendWr wr{.wr_id = id, .opcode = WrOpcode::kWrite, .flags = flags, .num_sge = 1,
-              .remote_addr = raddr, .rkey = rkey};
+  // An RDMA Write or Read between a's buffer at off and b's raddr.
+  SendWr rdma(WrOpcode op, uint64_t id, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey,
+              uint32_t flags) const {
+    SendWr wr{.wr_id = id, .opcode = op, .flags = flags, .num_sge = 1, .remote_addr = raddr,
+              .rkey = rkey};
     wr.sg_list[0] = Sge{aaddr(off), len, astag};
     return wr;
   }
+  SendWr write(uint64_t id, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey,
+               uint32_t flags = kWrSignaled) const {
+    return rdma(WrOpcode::kWrite, id, off, len, raddr, rkey, flags);
+  }
   SendWr read(uint64_t id, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey,
               uint32_t flags = kWrSignaled) const {
-    SendWr wr{.wr_id = id, .opcode = WrOpcode::kRead, .flags = flags, .num_sge = 1,
-              .remote_addr = raddr, .rkey = rkey};
-    wr.sg_list[0] = Sge{aaddr(off), len, astag};
-    return wr;
+    return rdma(WrOpcode::kRead, id, off, len, raddr, rkey, flags);
   }
   SendWr fetch_add(uint64_t id, size_t off, uint64_t raddr, uint32_t rkey,
                    uint32_t flags = kWrSignaled) const {

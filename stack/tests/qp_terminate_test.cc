@@ -15,6 +15,15 @@
 namespace softrdma::testing {
 namespace {
 
+using iwarp::DdpEtype;
+using iwarp::DdpTaggedEcode;
+using iwarp::DdpUntaggedEcode;
+using iwarp::LlpEcode;
+using iwarp::RdmapEcode;
+using iwarp::RdmapEtype;
+using iwarp::TermCause;
+using iwarp::TermLayer;
+
 // A peer that misbehaves gets a Terminate naming why; the requester's
 // outstanding work then fails with the status the cause maps to.
 struct BadOp {
