@@ -199,7 +199,8 @@ struct Cq {
   iwarp::Cq* ecq;
   fi_cq_format format;
   // One translated entry taken out of the ring and not handed out yet: an
-  // error waiting for fi_cq_readerr.
+  // error waiting for fi_cq_readerr, or the entry settling found at the
+  // ring's front behind what reports nothing.
   CqItem staged;
   bool has_staged = false;
   WaitFd wait;
@@ -209,7 +210,6 @@ struct Cq {
   // fail with FI_EOVERRUN for good instead of the CQ silently growing or
   // dropping.
   size_t size = 0;
-  bool overrun = false;
   bool sink = false;  // the domain's CQ for unbound directions: nobody reads it
   ssize_t read(void* buf, size_t count, fi_addr_t* src);
   ssize_t readerr(fi_cq_err_entry* out, uint64_t flags);
