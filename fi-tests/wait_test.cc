@@ -262,6 +262,11 @@ TEST_F(Counters, CountEveryKindOfOperation) {
   Fid<fid_eq> own_eq(eq);
   ASSERT_EQ(fi_ep_bind(ep, &eq->fid, 0), 0);
   ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  // No FI_RMA_EVENT is offered, so nothing counts remote accesses
+  // (fi_endpoint(3)): such a binding is refused.
+  EXPECT_EQ(fi_ep_bind(ep, &write->fid, FI_REMOTE_WRITE), -FI_EINVAL);
+  EXPECT_EQ(fi_ep_bind(ep, &read->fid, FI_REMOTE_READ), -FI_EINVAL);
+  EXPECT_EQ(fi_ep_bind(ep, &send->fid, FI_SEND | FI_REMOTE_WRITE), -FI_EINVAL);
   ASSERT_EQ(fi_ep_bind(ep, &send->fid, FI_SEND), 0);
   ASSERT_EQ(fi_ep_bind(ep, &recv->fid, FI_RECV), 0);
   ASSERT_EQ(fi_ep_bind(ep, &read->fid, FI_READ), 0);

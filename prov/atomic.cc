@@ -15,7 +15,7 @@ bool valid(fi_datatype dt, fi_op op, bool compare, size_t count) {
 // result == nullptr: fi_atomic without fetch; the old value lands in the op.
 ssize_t do_atomic(Ep* ep, const void* operand, const void* compare, void* result, void* result_desc,
                   uint64_t addr, uint64_t key, void* ctx, uint64_t flags, bool report) {
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   if (!ep->qp) return -FI_EOPBADSTATE;
   uint64_t f = FI_ATOMIC | (result ? FI_READ : FI_WRITE);
   Op* op = new_op(ep, ctx, f, flags | ep->tx_flags, true, result ? ep->read_cntr : ep->write_cntr);

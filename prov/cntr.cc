@@ -10,7 +10,7 @@ namespace {
 
 uint64_t cntr_read(fid_cntr* f) {
   auto* c = from_fid<Cntr>(f);
-  c->dom->fab->progress();
+  c->dom->core().progress();
   return c->value.load();
 }
 
@@ -41,7 +41,7 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
     if (cntr_read(f) >= threshold) return 0;
     if (c->errs.load() != errs0) return -FI_EAVAIL;
     if (timeout >= 0 && std::chrono::steady_clock::now() >= end) return -FI_ETIMEDOUT;
-    c->dom->fab->progress(1000);
+    c->dom->core().progress(1000);
   }
 }
 

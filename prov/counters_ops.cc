@@ -12,11 +12,11 @@ namespace {
 
 int read_counters(fid* f, softrdma_counters* out, size_t out_size) {
   if (f == nullptr || out == nullptr) return -FI_EINVAL;
-  Fabric* fab = nullptr;
-  if (f->fclass == FI_CLASS_FABRIC) fab = from_fid<Fabric>(f);
-  if (f->fclass == FI_CLASS_DOMAIN) fab = from_fid<Domain>(f)->fab;
-  if (fab == nullptr) return -FI_EINVAL;
-  const Counters c = fab->engine->counters();
+  Core* core = nullptr;
+  if (f->fclass == FI_CLASS_FABRIC) core = from_fid<Fabric>(f)->core.get();
+  if (f->fclass == FI_CLASS_DOMAIN) core = &from_fid<Domain>(f)->core();
+  if (core == nullptr) return -FI_EINVAL;
+  const Counters c = core->engine->counters();  // the process's one engine
   std::memcpy(out, &c, std::min(out_size, sizeof(c)));
   return 0;
 }

@@ -20,42 +20,30 @@ size_t entry_size(fi_cq_format f) {
   }
 }
 
-// Engine completion -> CQ item (or nothing, for an unreported success).
-bool translate(Wc wc, CqItem* out) {
-  Op* op = op_done(&wc);
-  if (!op) return false;  // more of this operation to come
-  fi_cq_err_entry& e = out->e;
-  e = {};
-  e.op_context = op->context;
-  e.flags = op->flags;
+// What an engine completion comes to for its operation: the entry in *e
+// and 0, or the FI_E* error (e->err, e->prov_errno set). No side effects:
+// settling counts with it, reading translates with it.
+int outcome(const Op* op, const Wc& wc, fi_cq_err_entry* e) {
+  *e = {};
+  e->op_context = op->context;
+  e->flags = op->flags;
   int err = cq_error(wc.status);
   if (err == 0) {
     if (wc.opcode == WcOpcode::kRecvRdmaImm) {  // the target of fi_writedata
-      e.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
-      e.data = wc.imm_data;
-      cntr_add(op->ep->rwrite_cntr, false);
-      free_op(op);
-      out->error = false;
-      return true;  // consumed a receive: always reported (FI_RX_CQ_DATA)
+      e->flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
+      e->data = wc.imm_data;
+      return 0;
     }
-    if (wc.opcode == WcOpcode::kRecv) {
-      err = recv_done(op, wc, &e);
-    } else {
-      e.len = op->len;
+    if (wc.opcode != WcOpcode::kRecv) {
+      e->len = op->len;
+      return 0;
     }
+    err = recv_done(op, wc, e);
+    if (err == 0) return 0;
   }
-  cntr_add(op->cntr, err != 0);
-  const bool report = err != 0 || op->report;
-  if (err != 0) {
-    e.err = err;
-    e.prov_errno = prov_errno(wc.status, wc.vendor_err);
-    FI_INFO(&g_prov, FI_LOG_CQ, "error completion: %s (%s, vendor 0x%x) op flags 0x%llx len %zu\n",
-            fi_strerror(err), to_string(wc.status), wc.vendor_err,
-            static_cast<unsigned long long>(op->flags), op->len);
-  }
-  free_op(op);
-  out->error = err != 0;
-  return report;
+  e->err = err;
+  e->prov_errno = prov_errno(wc.status, wc.vendor_err);
+  return err;
 }
 
 // fi_cq_attr.size 0: room for this many unread completions.
@@ -68,19 +56,7 @@ ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
 }
 
 ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* out, uint64_t flags) {
-  auto* cq = from_fid<Cq>(f);
-  std::lock_guard g(cq->dom->fab->mu);
-  if (cq->ready.empty() && cq->overrun) {  // fatal: reported on every call
-    *out = fi_cq_err_entry{};
-    out->err = FI_EOVERRUN;
-    return 1;
-  }
-  if (cq->ready.empty() || !cq->ready.front().error) return -FI_EAGAIN;
-  *out = cq->ready.front().e;  // no provider err_data: prov_errno says it all
-  out->err_data = nullptr;
-  out->err_data_size = 0;
-  if (!(flags & FI_PEEK)) cq->ready.pop_front();
-  return 1;
+  return from_fid<Cq>(f)->readerr(out, flags);
 }
 
 // Blocks until a completion, the timeout, or fi_cq_signal (-FI_EAGAIN).
@@ -92,7 +68,7 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
     if (n != -FI_EAGAIN) return n;
     if (cq->signaled.exchange(false)) return -FI_EAGAIN;
     if (timeout >= 0 && std::chrono::steady_clock::now() >= end) return -FI_EAGAIN;
-    cq->dom->fab->progress(timeout == 0 ? 0 : 1000);
+    cq->dom->core().progress(timeout == 0 ? 0 : 1000);
   }
 }
 
@@ -122,11 +98,17 @@ int cq_control(fid* f, int command, void* arg) {
 
 int cq_close(fid* f) {
   auto* cq = from_fid<Cq>(f);
-  Fabric* fab = cq->dom->fab;
+  Core& core = cq->dom->core();
   {
-    std::lock_guard g(fab->mu);
-    std::erase(fab->cqs, cq);
-    fab->engine->destroy_cq(cq->ecq);
+    std::lock_guard g(core.mu);
+    std::erase(core.cqs, cq);
+    // Completed operations nobody will read go back to the pool.
+    cq->settle();
+    Wc wc;
+    while (cq->ecq->pop_visited(&wc)) {
+      if (wc.wr_id != 0) free_op(reinterpret_cast<Op*>(wc.wr_id));
+    }
+    core.engine->destroy_cq(cq->ecq);
   }
   cq->wait.close();
   delete cq;
@@ -139,34 +121,94 @@ fi_ops_cq g_cq_ops = {sizeof(fi_ops_cq), cq_read,       cq_readfrom, cq_readerr,
 
 }  // namespace
 
-void Cq::reap() {
-  const int cap = static_cast<int>(reaped.size());
-  int n;
-  while ((n = dom->fab->engine->poll_cq(ecq, reaped.data(), cap)) > 0) {
-    for (int i = 0; i < n; ++i) {
-      CqItem it;
-      if (translate(reaped[i], &it)) ready.push_back(it);
+// On arrival: the operation's counter counts it, and a success it must not
+// report (FI_SELECTIVE_COMPLETION, inject, a delivery-complete operation's
+// first work request, the sink) is marked wr_id 0 and never translated.
+void Cq::settle() {
+  ecq->visit([this](Wc& wc) {
+    Op* op = op_done(&wc);  // wc now speaks for the whole operation
+    if (!op) {
+      wc.wr_id = 0;  // more of this operation to come
+      return;
     }
+    fi_cq_err_entry e;
+    const int err = outcome(op, wc, &e);
+    // fi_writedata's target consumed a receive: always reported
+    // (FI_RX_CQ_DATA), and counted by no receive counter.
+    const bool remote_write = err == 0 && wc.opcode == WcOpcode::kRecvRdmaImm;
+    if (!remote_write) cntr_add(op->cntr, err != 0);
+    if (err != 0) {
+      FI_INFO(&g_prov, FI_LOG_CQ, "error completion: %s (%s, vendor 0x%x) op flags 0x%llx len %zu\n",
+              fi_strerror(err), to_string(wc.status), wc.vendor_err,
+              static_cast<unsigned long long>(op->flags), op->len);
+    }
+    const bool report = err != 0 || op->report || remote_write;
+    if (report && !sink) return;
+    free_op(op);
+    wc.wr_id = 0;
+  });
+  take();  // what reports nothing leaves the ring's front
+}
+
+// The oldest settled completion that reports something, translated into
+// staged; false when there is none.
+bool Cq::take() {
+  if (has_staged) return true;
+  Wc wc;
+  while (ecq->pop_visited(&wc)) {
+    if (wc.wr_id == 0) continue;
+    Op* op = reinterpret_cast<Op*>(wc.wr_id);
+    staged.error = outcome(op, wc, &staged.e) != 0;
+    free_op(op);
+    has_staged = true;
+    return true;
   }
-  if (ready.size() > size || ecq->overrun()) overrun = true;
+  return false;
 }
 
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
-  std::lock_guard g(dom->fab->mu);
-  if (ready.empty()) dom->fab->progress();
-  if (ready.empty()) return overrun ? -FI_EAVAIL : -FI_EAGAIN;
-  if (ready.front().error) return -FI_EAVAIL;
+  Core& core = dom->core();
+  std::lock_guard g(core.mu);
+  if (!has_staged && ecq->size() == 0) {
+    core.progress();
+  } else {
+    settle();
+  }
   const size_t sz = entry_size(format);
-  size_t done = 0;
   auto* out = static_cast<uint8_t*>(buf);
-  while (done < count && !ready.empty() && !ready.front().error) {
-    std::memcpy(out + done * sz, &ready.front().e, sz);
+  size_t done = 0;
+  while (done < count && take() && !staged.error) {
+    std::memcpy(out + done * sz, &staged.e, sz);
     if (src) src[done] = FI_ADDR_NOTAVAIL;
-    ready.pop_front();
+    has_staged = false;
     ++done;
   }
-  return static_cast<ssize_t>(done);
+  if (done > 0) return static_cast<ssize_t>(done);
+  return has_staged || ecq->overrun() ? -FI_EAVAIL : -FI_EAGAIN;
 }
+
+ssize_t Cq::readerr(fi_cq_err_entry* out, uint64_t flags) {
+  std::lock_guard g(dom->core().mu);
+  settle();
+  if (!has_staged && ecq->overrun()) {  // fatal: reported on every call
+    *out = fi_cq_err_entry{};
+    out->err = FI_EOVERRUN;
+    return 1;
+  }
+  if (!has_staged || !staged.error) return -FI_EAGAIN;
+  *out = staged.e;  // no provider err_data: prov_errno says it all
+  out->err_data = nullptr;
+  out->err_data_size = 0;
+  if (!(flags & FI_PEEK)) has_staged = false;
+  return 1;
+}
+
+void Cq::arm() {
+  wait.drain();
+  dom->core().engine->arm_cq(ecq, wait.efd);
+}
+
+bool Cq::ready() const { return has_staged || ecq->size() > 0 || ecq->overrun(); }
 
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   auto* dom = from_fid<Domain>(domain);
@@ -184,18 +226,15 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   cq->fid.fid.context = context;
   cq->fid.fid.ops = &g_cq_fi_ops;
   cq->fid.ops = &g_cq_ops;
+  Core& core = dom->core();
   {
-    std::lock_guard g(dom->fab->mu);
-    cq->ecq = dom->fab->engine->create_cq(static_cast<uint32_t>(cq->size));
-  }
-  // The wait fd: readable on a new completion or on transport activity (a
-  // reader then calls fi_cq_read, which progresses).
-  cq->wait.open(dom->fab);
-  const WaitFd* w = &cq->wait;
-  cq->ecq->on_push = [w] { w->signal(); };
-  {
-    std::lock_guard g(dom->fab->mu);
-    dom->fab->cqs.push_back(cq);
+    std::lock_guard g(core.mu);
+    cq->ecq = core.engine->create_cq(static_cast<uint32_t>(cq->size));
+    core.cqs.push_back(cq);
+    // The wait fd: readable on a new completion (the engine writes it once
+    // armed) or on transport activity (a reader then calls fi_cq_read,
+    // which progresses).
+    cq->wait.open(core);
   }
   *out = &cq->fid;
   return 0;

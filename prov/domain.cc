@@ -1,4 +1,4 @@
-// fi_domain: a protection domain of the fabric's engine. Opens CQs,
+// fi_domain: a protection domain of the process's engine. Opens CQs,
 // counters, endpoints and MRs; everything libfabric defines that an iWARP
 // MSG provider does not have answers -FI_ENOSYS.
 #include <cstring>
@@ -64,18 +64,19 @@ fi_ops_domain g_domain_ops = {
 
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* context) {
   auto* fab = from_fid<Fabric>(fabric);
+  Core& core = *fab->core;
   if (info && info->domain_attr && info->domain_attr->name &&
       std::string(info->domain_attr->name) != "softrdma0")
     return -FI_EINVAL;
   auto* dom = new Domain{};
   dom->fab = fab;
-  {
-    std::lock_guard g(fab->mu);
-    dom->pd = fab->engine->alloc_pd();
-  }
   const fi_domain_attr* da = info ? info->domain_attr : nullptr;
-  if (da && (da->data_progress == FI_PROGRESS_AUTO || da->control_progress == FI_PROGRESS_AUTO))
-    fab->start_auto_progress();
+  {
+    std::lock_guard g(core.mu);
+    dom->pd = core.engine->alloc_pd();
+    if (da && (da->data_progress == FI_PROGRESS_AUTO || da->control_progress == FI_PROGRESS_AUTO))
+      core.start_auto_progress();  // for the whole process, until the core goes
+  }
   dom->fid.fid.fclass = FI_CLASS_DOMAIN;
   dom->fid.fid.context = context;
   dom->fid.fid.ops = &g_domain_fi_ops;

@@ -12,17 +12,15 @@
 
 namespace softrdma::prov {
 
-EqItem err_item(fid_t f, int err, int prov_errno, const std::vector<uint8_t>& data);  // fabric.cc
-
 namespace {
 
 int ep_close(fid* f) {
   auto* ep = from_fid<Ep>(f);
-  Fabric* fab = ep->dom->fab;
-  std::lock_guard g(fab->mu);
+  Core& core = ep->dom->core();
+  std::lock_guard g(core.mu);
   if (ep->qp) {
-    fab->eps.erase(ep->qp);
-    fab->engine->destroy_qp(ep->qp);  // flushes: pending ops complete as canceled
+    core.eps.erase(ep->qp);
+    core.engine->destroy_qp(ep->qp);  // flushes: pending ops complete as canceled
   }
   if (ep->eq) ep->eq->purge(f);  // no event may name this endpoint again
   fi_freeinfo(ep->info);
@@ -48,13 +46,13 @@ int ep_bind(fid* f, fid* bf, uint64_t flags) {
       }
       return (flags & (FI_TRANSMIT | FI_RECV)) ? 0 : -FI_EINVAL;
     case FI_CLASS_CNTR: {
+      // No FI_RMA_EVENT (attr.cc): the engine reports no remote access.
+      if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) return -FI_EINVAL;
       auto* c = from_fid<Cntr>(bf);
       if (flags & FI_SEND) ep->send_cntr = c;
       if (flags & FI_RECV) ep->recv_cntr = c;
       if (flags & FI_READ) ep->read_cntr = c;
       if (flags & FI_WRITE) ep->write_cntr = c;
-      if (flags & FI_REMOTE_READ) ep->rread_cntr = c;
-      if (flags & FI_REMOTE_WRITE) ep->rwrite_cntr = c;
       return 0;
     }
     default:
@@ -64,7 +62,7 @@ int ep_bind(fid* f, fid* bf, uint64_t flags) {
 
 // The engine QP is created at enable, when the CQs are known.
 int ep_enable(Ep* ep) {
-  Fabric* fab = ep->dom->fab;
+  Core& core = ep->dom->core();
   if (ep->enabled) return 0;
   if (!ep->tx_cq || !ep->rx_cq) {
     if (!ep->dom->sink) {
@@ -73,6 +71,7 @@ int ep_enable(Ep* ep) {
       attr.format = FI_CQ_FORMAT_CONTEXT;
       if (int rc = cq_open(&ep->dom->fid, &attr, &sink, nullptr); rc != 0) return rc;
       ep->dom->sink = from_fid<Cq>(sink);
+      ep->dom->sink->sink = true;
     }
   }
   Cq* tx = ep->tx_cq ? ep->tx_cq : ep->dom->sink;
@@ -80,17 +79,16 @@ int ep_enable(Ep* ep) {
   QpInit init{.pd = ep->dom->pd, .send_cq = tx->ecq, .recv_cq = rx->ecq,
               .sq_depth = static_cast<uint32_t>(ep->info->tx_attr->size),
               .rq_depth = static_cast<uint32_t>(ep->info->rx_attr->size)};
-  ep->qp = fab->engine->create_qp(init);
+  ep->qp = core.engine->create_qp(init);
   if (!ep->qp) return -FI_ENOMEM;
-  ep->qp->user = ep;
-  fab->eps[ep->qp] = ep;
+  core.eps[ep->qp] = ep;
   ep->enabled = true;
   return 0;
 }
 
 int ep_control(fid* f, int command, void* arg) {
   auto* ep = from_fid<Ep>(f);
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   switch (command) {
     case FI_ENABLE:
       return ep_enable(ep);
@@ -138,10 +136,9 @@ sockaddr_in ep_name(const Ep* ep) {
   sockaddr_in a = local_addr();
   if (ep->info->src_addr && ep->info->src_addrlen >= sizeof(sockaddr_in))
     std::memcpy(&a, ep->info->src_addr, sizeof(a));
-  const net::StreamConn* conn = ep->qp ? ep->qp->conn() : nullptr;
-  if (!conn) return a;
-  const sockaddr_in local = conn->local_addr();
-  if (conn->peer_addr().sin_addr.s_addr == ep->peer.sin_addr.s_addr) return local;
+  sockaddr_in local{}, peer{};
+  if (!ep->qp || !ep->dom->core().engine->qp_addresses(ep->qp, &local, &peer)) return a;
+  if (peer.sin_addr.s_addr == ep->peer.sin_addr.s_addr) return local;
   if (!ep->accepted || a.sin_addr.s_addr == htonl(INADDR_ANY))
     a.sin_addr = route_source(ep->peer.sin_addr);
   a.sin_port = local.sin_port;
@@ -150,7 +147,7 @@ sockaddr_in ep_name(const Ep* ep) {
 
 int ep_getname(fid_t f, void* addr, size_t* len) {
   auto* ep = from_fid<Ep>(f);
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   return copy_name(ep_name(ep), addr, len);
 }
 
@@ -180,7 +177,7 @@ std::chrono::milliseconds connect_timeout() {
 int connect_with_retry(Ep* ep, const void* param, size_t len) {
   const auto end = std::chrono::steady_clock::now() + connect_timeout();
   for (;;) {
-    int rc = ep->dom->fab->engine->connect(ep->qp, ep->peer, param, len);
+    int rc = ep->dom->core().engine->connect(ep->qp, ep->peer, param, len);
     if (rc != -ETIMEDOUT || std::chrono::steady_clock::now() >= end) return rc;
     FI_INFO(&g_prov, FI_LOG_EP_CTRL, "link to the peer not up yet; connecting again\n");
   }
@@ -195,7 +192,7 @@ bool is_connect_outcome(int rc) {
 int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
   auto* ep = from_fid<Ep>(f);
   if (len > max_cm_data()) return -FI_EINVAL;
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   if (!ep->enabled || !ep->eq) return -FI_EOPBADSTATE;
   const void* dst = addr ? addr : ep->info->dest_addr;
   if (!dst) return -FI_EINVAL;
@@ -212,18 +209,18 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
 int ep_accept(fid_ep* f, const void* param, size_t len) {
   auto* ep = from_fid<Ep>(f);
   if (len > max_cm_data()) return -FI_EINVAL;
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   if (!ep->enabled || !ep->req || !ep->eq) return -FI_EOPBADSTATE;
-  int rc = ep->dom->fab->engine->accept(ep->req, ep->qp, param, len);
+  int rc = ep->dom->core().engine->accept(ep->req, ep->qp, param, len);
   ep->req = nullptr;
   return fi_error(rc);
 }
 
 int ep_shutdown(fid_ep* f, uint64_t) {
   auto* ep = from_fid<Ep>(f);
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   if (!ep->qp) return -FI_ENOTCONN;
-  int rc = ep->dom->fab->engine->disconnect(ep->qp);
+  int rc = ep->dom->core().engine->disconnect(ep->qp);
   return rc == -ENOTCONN ? 0 : fi_error(rc);
 }
 

@@ -27,8 +27,8 @@ size_t entry_size(uint32_t event) {
 
 ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flags) {
   auto* eq = from_fid<Eq>(f);
-  std::lock_guard g(eq->fab->mu);
-  eq->fab->progress();
+  std::lock_guard g(eq->core().mu);
+  eq->core().progress();
   if (eq->items.empty()) return -FI_EAGAIN;
   EqItem& it = eq->items.front();
   if (it.error) return -FI_EAVAIL;
@@ -42,7 +42,7 @@ ssize_t eq_read(fid_eq* f, uint32_t* event, void* buf, size_t len, uint64_t flag
 
 ssize_t eq_readerr(fid_eq* f, fi_eq_err_entry* out, uint64_t flags) {
   auto* eq = from_fid<Eq>(f);
-  std::lock_guard g(eq->fab->mu);
+  std::lock_guard g(eq->core().mu);
   if (eq->items.empty() || !eq->items.front().error) return -FI_EAGAIN;
   EqItem& it = eq->items.front();
   void* user_data = out->err_data;
@@ -64,7 +64,7 @@ ssize_t eq_readerr(fid_eq* f, fi_eq_err_entry* out, uint64_t flags) {
 
 ssize_t eq_write(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_t flags) {
   auto* eq = from_fid<Eq>(f);
-  std::lock_guard g(eq->fab->mu);
+  std::lock_guard g(eq->core().mu);
   (void)flags;  // application-written events are never errors here
   EqItem it{.event = event, .error = false, .fid = nullptr};
   const auto* b = static_cast<const uint8_t*>(buf);
@@ -80,7 +80,7 @@ ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
     ssize_t n = eq_read(f, event, buf, len, flags);
     if (n != -FI_EAGAIN) return n;
     if (timeout >= 0 && Clock::now() >= end) return -FI_EAGAIN;
-    eq->fab->progress(timeout == 0 ? 0 : 1000);
+    eq->core().progress(timeout == 0 ? 0 : 1000);
   }
 }
 
@@ -132,7 +132,10 @@ int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context) {
   eq->fid.fid.context = context;
   eq->fid.fid.ops = &g_eq_fi_ops;
   eq->fid.ops = &g_eq_ops;
-  eq->wait.open(eq->fab);
+  {
+    std::lock_guard g(eq->core().mu);
+    eq->wait.open(eq->core());
+  }
   *out = &eq->fid;
   return 0;
 }

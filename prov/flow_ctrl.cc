@@ -46,7 +46,7 @@ bool fc_available(fid_ep*) { return true; }
 // waiting for ours, so they go out now if due.
 int fc_enable(fid_ep* f, uint64_t threshold) {
   auto* ep = from_fid<Ep>(f);
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   ep->flow_ctrl = true;
   ep->peer_credits += 1;
   ep->threshold = static_cast<int64_t>(threshold);
@@ -59,7 +59,7 @@ int fc_enable(fid_ep* f, uint64_t threshold) {
 // Credits may come before fc_enable (see there): they count all the same.
 void fc_add_credits(fid_ep* f, uint64_t credits) {
   auto* ep = from_fid<Ep>(f);
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   ep->peer_credits += credits;
   FI_DBG(&g_prov, FI_LOG_EP_DATA, "ep %p: %llu credits from the peer, now %llu\n",
          static_cast<void*>(ep), static_cast<unsigned long long>(credits),
@@ -116,7 +116,7 @@ void return_credit(Ep* ep) {
   if (ep->flow_ctrl) ++ep->peer_credits;
 }
 
-// Caller holds the fabric's lock (recursive: rxm's handler posts the credit
+// Caller holds the core's lock (recursive: rxm's handler posts the credit
 // message on this endpoint right away, or queues it and retries later).
 void grant_credits(Ep* ep) {
   if (ep->credits_unsent < ep->threshold || !ep->dom->send_credits) return;

@@ -16,8 +16,8 @@ uint32_t access_bits(uint64_t acs) {
 int mr_close(fid* f) {
   auto* m = from_fid<MemRegion>(f);
   {
-    std::lock_guard g(m->dom->fab->mu);
-    m->dom->fab->engine->dereg_mr(m->mr->stag);
+    std::lock_guard g(m->dom->core().mu);
+    m->dom->core().engine->dereg_mr(m->mr->stag);
     --m->dom->mr_count;
   }
   delete m;
@@ -29,8 +29,8 @@ fi_ops g_mr_fi_ops = {sizeof(fi_ops), mr_close, no_bind, no_control, no_ops_open
 int mr_reg_impl(fid* f, const void* buf, size_t len, uint64_t access, void* context,
                 fid_mr** out) {
   auto* dom = from_fid<Domain>(f);
-  std::lock_guard g(dom->fab->mu);
-  softrdma::Mr* mr = dom->fab->engine->reg_mr(dom->pd, const_cast<void*>(buf), len,
+  std::lock_guard g(dom->core().mu);
+  softrdma::Mr* mr = dom->core().engine->reg_mr(dom->pd, const_cast<void*>(buf), len,
                                                access_bits(access));
   if (!mr) return -FI_ENOMEM;
   auto* m = new MemRegion{};

@@ -20,7 +20,7 @@ namespace {
 constexpr size_t kTrailer = sizeof(uint64_t);
 
 ssize_t do_recv(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, uint64_t flags) {
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   if (!ep->qp) return -FI_EOPBADSTATE;
   RecvWr wr{};
   if (!fill_sges(wr.sg_list, &wr.num_sge, iov, desc, count)) return -FI_EINVAL;
@@ -31,7 +31,7 @@ ssize_t do_recv(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, 
   op->iov_count = count;
   wr.sg_list[wr.num_sge++] = Sge{reinterpret_cast<uint64_t>(&op->trailer), kTrailer, 0};
   wr.wr_id = reinterpret_cast<uint64_t>(op);
-  int rc = ep->dom->fab->engine->post_recv(ep->qp, wr);
+  int rc = ep->dom->core().engine->post_recv(ep->qp, wr);
   if (rc != 0) {
     free_op(op);
     return fi_error(rc);
@@ -44,7 +44,7 @@ ssize_t do_recv(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, 
 // remote CQ data to append, or null.
 ssize_t do_send(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, uint64_t flags,
                 bool report, const uint64_t* data) {
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   if (!ep->qp) return -FI_EOPBADSTATE;
   if (data && !ep->info->domain_attr->cq_data_size) return -FI_EINVAL;  // not offered
   SendWr wr{.opcode = WrOpcode::kSend};
@@ -90,7 +90,7 @@ uint64_t read_trailer(const Op* op, size_t off) {
 // FI_ETRUNC: a Send longer than buffers + slot is refused whole by iWARP
 // (a DDP Terminate, engine status kLocLenErr), nothing placed, excess
 // unknown. One that only reached into the slot is truncated here.
-int recv_done(Op* op, const Wc& wc, fi_cq_err_entry* e) {
+int recv_done(const Op* op, const Wc& wc, fi_cq_err_entry* e) {
   e->buf = op->buf;
   if (wc.flags & kWcSolicited) {  // carries remote CQ data
     if (wc.byte_len < kTrailer) return FI_EIO;

@@ -1,5 +1,5 @@
-// Passive endpoints: listen on the fabric's engine, hand out FI_CONNREQ
-// events (see Fabric::dispatch_cm), reject with private data.
+// Passive endpoints: listen on the process's engine, hand out FI_CONNREQ
+// events (see Core::dispatch_cm), reject with private data.
 #include <cstdlib>
 #include <cstring>
 
@@ -11,10 +11,10 @@ namespace {
 
 int pep_close(fid* f) {
   auto* pep = from_fid<Pep>(f);
-  std::lock_guard g(pep->fab->mu);
+  std::lock_guard g(pep->core().mu);
   if (pep->listener) {
-    pep->fab->peps.erase(pep->listener);
-    pep->fab->engine->close_listener(pep->listener);
+    pep->core().peps.erase(pep->listener);
+    pep->core().engine->close_listener(pep->listener);
   }
   if (pep->eq) pep->eq->purge(f);
   fi_freeinfo(pep->info);
@@ -30,12 +30,12 @@ int pep_bind(fid* f, fid* bf, uint64_t) {
 
 int pep_listen(fid_pep* f) {
   auto* pep = from_fid<Pep>(f);
-  std::lock_guard g(pep->fab->mu);
+  std::lock_guard g(pep->core().mu);
   if (pep->listener) return 0;
   if (!pep->eq) return -FI_ENOEQ;
-  int rc = pep->fab->engine->listen(pep->addr, 1024, &pep->listener);
+  int rc = pep->core().engine->listen(pep->addr, 1024, &pep->listener);
   if (rc < 0) return fi_error(rc);
-  const sockaddr_in bound = pep->fab->engine->listen_addr(pep->listener);
+  const sockaddr_in bound = pep->core().engine->listen_addr(pep->listener);
   pep->elsewhere = bound.sin_addr.s_addr != pep->addr.sin_addr.s_addr;
   pep->addr.sin_port = bound.sin_port;
   // Connection requests carry this info: its source is where we listen.
@@ -43,7 +43,7 @@ int pep_listen(fid_pep* f) {
   pep->info->src_addr = std::malloc(sizeof(sockaddr_in));
   std::memcpy(pep->info->src_addr, &pep->addr, sizeof(sockaddr_in));
   pep->info->src_addrlen = sizeof(sockaddr_in);
-  pep->fab->peps[pep->listener] = pep;
+  pep->core().peps[pep->listener] = pep;
   return 0;
 }
 
@@ -63,9 +63,9 @@ int pep_setname(fid_t f, void* addr, size_t len) {
 int pep_reject(fid_pep* f, fid_t handle, const void* param, size_t len) {
   auto* pep = from_fid<Pep>(f);
   if (len > max_cm_data()) return -FI_EINVAL;
-  std::lock_guard g(pep->fab->mu);
+  std::lock_guard g(pep->core().mu);
   auto* h = reinterpret_cast<ConnHandle*>(handle);
-  int rc = pep->fab->engine->reject(h->req, param, len);
+  int rc = pep->core().engine->reject(h->req, param, len);
   fi_close(&h->fid);
   return fi_error(rc);
 }

@@ -11,7 +11,7 @@ namespace softrdma::prov {
 // always are. fi_inject never reports (fi_msg(3)).
 Op* new_op(Ep* ep, void* context, uint64_t flags, uint64_t op_flags, bool tx, Cntr* cntr) {
   const bool selective = tx ? ep->tx_selective : ep->rx_selective;
-  Op* op = ep->dom->fab->ops.get();
+  Op* op = ep->dom->core().ops.get();
   op->ep = ep;
   op->context = context;
   op->flags = flags;
@@ -70,7 +70,7 @@ bool needs_fence(const Op* op, WrOpcode opcode) {
 }  // namespace
 
 ssize_t post_send(Ep* ep, SendWr& wr, Op* op, bool priority) {
-  Engine& eng = *ep->dom->fab->engine;
+  Engine& eng = *ep->dom->core().engine;
   const bool fence = needs_fence(op, wr.opcode);
   const bool credit = consumes_recv(wr.opcode);
   if (credit && !take_credit(ep, priority)) {

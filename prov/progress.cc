@@ -1,6 +1,6 @@
 // Progress: the application's calls drive it (FI_PROGRESS_MANUAL), and for
-// FI_PROGRESS_AUTO a thread of the fabric's own does too. Waiting happens in
-// the engine without the fabric's lock, so other threads keep posting.
+// FI_PROGRESS_AUTO a thread of the core's own does too. Waiting happens in
+// the engine without the core's lock, so other threads keep posting.
 #include <chrono>
 
 #include "prov/prov.h"
@@ -17,44 +17,38 @@ constexpr int kWaitSliceUs = 10000;
 
 }  // namespace
 
-void Fabric::progress(int timeout_us) {
+void Core::progress(int timeout_us) {
   engine->progress(timeout_us);
+  route();
+}
+
+void Core::route() {
   std::lock_guard g(mu);
   dispatch_cm();
-  for (Cq* cq : cqs) cq->reap();  // counters count without a CQ reader
+  for (Cq* cq : cqs) cq->settle();  // counters count without a CQ reader
 }
 
 // The transport's fd is in every wait set (wait.cc) and the auto thread
 // feeds them; an engine that progresses itself (an I/O thread, or c2's
 // watchdog) pushes completions, which signal CQ wait fds, but only the
 // provider turns its CM events into EQ entries.
-bool Fabric::can_block(bool cm) const {
+bool Core::can_block(bool cm) const {
   if (engine->wait_fd() >= 0 || auto_thread.joinable()) return true;
   const EngineConfig& c = engine->config();
   return !cm && (c.threading != Threading::kC2 || c.watchdog_us > 0);
 }
 
-void Fabric::start_auto_progress() {
+// Under mu (domain_open), so two domains asking at once start one thread.
+void Core::start_auto_progress() {
   if (auto_thread.joinable()) return;
-  auto_stop = false;
   auto_thread = std::thread([this] {
     const bool can_wait = engine->wait_fd() >= 0;
     while (!auto_stop.load(std::memory_order_relaxed)) {
       int n = engine->progress(can_wait ? kWaitSliceUs : 0);
-      {
-        std::lock_guard g(mu);
-        dispatch_cm();
-        for (Cq* cq : cqs) cq->reap();
-      }
+      route();
       if (n <= 0 && !can_wait) std::this_thread::sleep_for(kIdleNap);
     }
   });
-}
-
-void Fabric::stop_auto_progress() {
-  if (!auto_thread.joinable()) return;
-  auto_stop = true;
-  auto_thread.join();
 }
 
 }  // namespace softrdma::prov

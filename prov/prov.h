@@ -3,15 +3,17 @@
 // Only libfabric's public headers are installed, so the provider defines its
 // own fabric, domain, EQ, CQ, counter, MR, passive and active endpoints. Each
 // object embeds its libfabric fid first, so a fid pointer converts back with
-// from_fid<T>(). One softrdma::Engine per fabric carries everything.
+// from_fid<T>(). One softrdma::Engine per process carries everything: lwIP,
+// the memif mesh and DPDK's EAL exist once per process, so every fabric is a
+// handle on one provider Core (core.cc) that owns the engine.
 //
 // Progress and locking: the provider makes progress inside the calls the
 // application already makes (fi_cq_read/sread, fi_eq_read/sread, fi_cntr_read,
 // fi_trywait): FI_PROGRESS_MANUAL; a domain opened for FI_PROGRESS_AUTO adds
-// a thread that does the same (progress.cc). One recursive mutex per fabric
+// a thread that does the same (progress.cc). The Core's recursive mutex
 // guards all provider state and is not held while waiting in the engine; the
-// engine has its own lock and never calls back into the provider except
-// through a CQ's push hook, which only writes an eventfd.
+// engine has its own lock and never calls back into the provider (a CQ's
+// wakeup is an eventfd the engine writes).
 #pragma once
 
 #include <netinet/in.h>
@@ -37,7 +39,6 @@
 #include <thread>
 #include <vector>
 
-#include "stack/common/ring.h"
 #include "stack/engine.h"
 
 namespace softrdma::prov {
@@ -70,7 +71,7 @@ const char* prov_errno_string(int prov_errno, char* buf, size_t len);
 
 struct Eq;
 struct Cq;
-struct Fabric;
+struct Core;
 
 // --- wait.cc --- An FI_WAIT_FD wait object (see wait.cc).
 struct WaitFd {
@@ -79,9 +80,10 @@ struct WaitFd {
   // Set by fi_trywait when it lets the caller sleep; the next entry then
   // writes efd. Unarmed, entries cost no syscall (see wait.cc).
   mutable std::atomic<bool> armed{false};
-  void open(Fabric* fab);
+  void open(const Core& core);
   void close();
-  // Before fi_trywait's last look for entries: empties efd and arms.
+  void drain() const;  // empties efd
+  // Before fi_trywait's last look for entries: drains and arms.
   void arm() const;
   void signal() const;  // an entry arrived: wakes a sleeper, if one is armed
   void wake() const;    // fi_cq_signal: wakes a sleeper regardless
@@ -94,9 +96,9 @@ struct Ep;
 struct Op;
 
 // Operation records, recycled rather than allocated per operation: chunks
-// are never freed before the fabric, so a completion that arrives after its
+// are never freed before the core, so a completion that arrives after its
 // endpoint closed (flushed work) still finds its record. Guarded by the
-// fabric's lock, as every posting and reaping path holds it.
+// core's lock, as every posting and reaping path holds it.
 class OpPool {
  public:
   Op* get();
@@ -108,9 +110,19 @@ class OpPool {
   std::vector<Op*> free_;
 };
 
-struct Fabric {
-  fid_fabric fid;
-  std::unique_ptr<Engine> engine;
+// The process's provider state: the one engine and what routes its events
+// and completions, whichever fabric made the objects concerned.
+struct Core {
+  // --- core.cc ---
+  // The core, made with its engine by the first fabric; null with *err set
+  // when the engine cannot start.
+  static std::shared_ptr<Core> acquire(int* err);
+  // Drops a fabric's hold; the last one destroys the core and its engine
+  // before another acquire can make a new one.
+  static void release(std::shared_ptr<Core>* core);
+  ~Core();
+
+  std::unique_ptr<Engine> engine;  // first: destroyed after all that names its objects
   std::recursive_mutex mu;
   std::map<Listener*, Pep*> peps;
   std::map<Qp*, Ep*> eps;
@@ -118,24 +130,32 @@ struct Fabric {
   OpPool ops;
   // --- progress.cc ---
   // Drives the engine (waiting up to timeout_us for I/O, without holding
-  // mu), then routes its CM events to the EQs and its completions to the
-  // CQs (and so to the counters).
+  // mu), then routes its CM events to the EQs and settles its completions
+  // (counters count without a CQ reader).
   void progress(int timeout_us = 0);
-  void dispatch_cm();  // fabric.cc
+  void route();  // progress() without driving the engine
   // Whether a wait fd can be slept on: something other than the
   // application's own calls will make it readable (fi_trywait). cm: for
   // EQ events, which only the provider makes out of the engine's.
   bool can_block(bool cm) const;
-  // FI_PROGRESS_AUTO: a thread of the fabric's own makes progress.
+  // FI_PROGRESS_AUTO, asked for by any domain: a thread of the core's own
+  // makes progress until the core goes.
   void start_auto_progress();
-  void stop_auto_progress();
   std::thread auto_thread;
   std::atomic<bool> auto_stop{false};
+  // --- cm_events.cc --- the engine's CM events -> the EQs they concern.
+  void dispatch_cm();
+};
+
+struct Fabric {
+  fid_fabric fid;
+  std::shared_ptr<Core> core;
 };
 
 struct Domain {
   fid_domain fid;
   Fabric* fab;
+  Core& core() const { return *fab->core; }
   Pd* pd;
   Cq* sink = nullptr;  // for an endpoint that binds no CQ for one direction
   uint32_t mr_count = 0;
@@ -156,6 +176,7 @@ struct EqItem {
 struct Eq {
   fid_eq fid;
   Fabric* fab;
+  Core& core() const { return *fab->core; }
   std::deque<EqItem> items;
   std::vector<uint8_t> last_err_data;  // valid until the next read
   WaitFd wait;
@@ -163,28 +184,43 @@ struct Eq {
   void purge(fid_t f);
 };
 
-// A completion as the CQ will hand it out, in the superset format.
+// A completion translated for the application, in the superset format.
 struct CqItem {
   fi_cq_err_entry e{};
   bool error = false;
 };
 
+// The engine's CQ ring is the only queue: completions are settled (counted,
+// and those that report nothing dropped) as they arrive, and translated
+// into the caller's buffer by fi_cq_read (cq.cc).
 struct Cq {
   fid_cq fid;
   Domain* dom;
   iwarp::Cq* ecq;
   fi_cq_format format;
-  Ring<CqItem> ready;  // no allocation per completion (see ring.h)
+  // One translated entry taken out of the ring and not handed out yet: an
+  // error waiting for fi_cq_readerr, or the entry settling found at the
+  // ring's front behind what reports nothing.
+  CqItem staged;
+  bool has_staged = false;
   WaitFd wait;
   std::atomic<bool> signaled{false};  // fi_cq_signal: end one fi_cq_sread
-  // fi_cq_attr.size. Holding more than that unread is an overrun (fi_cq(3)):
-  // every completion is still handed out, then reads fail with FI_EOVERRUN
-  // for good instead of the CQ silently growing or dropping.
+  // fi_cq_attr.size, the engine CQ's depth. Holding more than that unread is
+  // an overrun (fi_cq(3)): every completion is still handed out, then reads
+  // fail with FI_EOVERRUN for good instead of the CQ silently growing or
+  // dropping.
   size_t size = 0;
-  bool overrun = false;
+  bool sink = false;  // the domain's CQ for unbound directions: nobody reads it
   ssize_t read(void* buf, size_t count, fi_addr_t* src);
-  void reap();    // engine completions -> ready
-  std::vector<Wc> reaped = std::vector<Wc>(64);  // reap's buffer (under Fabric::mu)
+  ssize_t readerr(fi_cq_err_entry* out, uint64_t flags);
+  // Counts what arrived, drops what reports nothing from the front (all of
+  // it for the sink), under Core::mu.
+  void settle();
+  // fi_trywait: arms the wait fd with the engine; then whether an entry or
+  // the overrun is waiting.
+  void arm();
+  bool ready() const;
+  bool take();  // the next entry to hand out -> staged; false: none
 };
 
 struct Cntr {
@@ -228,6 +264,7 @@ struct Op {
 struct Pep {
   fid_pep fid;
   Fabric* fab;
+  Core& core() const { return *fab->core; }
   fi_info* info;
   Eq* eq = nullptr;
   Listener* listener = nullptr;
@@ -236,6 +273,10 @@ struct Pep {
   // at the one named: its connections' addresses are not the user's.
   bool elsewhere = false;
 };
+// --- cm_events.cc --- an EQ error entry (ep.cc reports a connect that failed
+// before it began with one too).
+EqItem err_item(fid_t f, int err, int prov_errno, const std::vector<uint8_t>& data);
+
 // A connection's peer as the user sees it (pep.cc): the transport's, or the
 // listener's named address with the peer's port when it listens elsewhere.
 sockaddr_in user_peer(const Pep* pep, const sockaddr_in& conn_peer);
@@ -256,7 +297,6 @@ struct Ep {
   Cq* rx_cq = nullptr;
   bool tx_selective = false, rx_selective = false;
   Cntr *send_cntr = nullptr, *recv_cntr = nullptr, *read_cntr = nullptr, *write_cntr = nullptr;
-  Cntr *rread_cntr = nullptr, *rwrite_cntr = nullptr;
   Qp* qp = nullptr;
   ConnReq* req = nullptr;  // passive side: from the FI_CONNREQ's handle
   bool accepted = false;   // made from an FI_CONNREQ
@@ -307,7 +347,7 @@ ssize_t post_send(Ep* ep, SendWr& wr, Op* op, bool priority = false);
 // becomes the completion that speaks for the whole operation.
 Op* op_done(Wc* wc);
 // A receive's completion: e's len/flags/data from wc; 0 or an FI_E* error.
-int recv_done(Op* op, const Wc& wc, fi_cq_err_entry* e);
+int recv_done(const Op* op, const Wc& wc, fi_cq_err_entry* e);
 void cntr_add(Cntr* c, bool error);
 
 // libfabric's "not supported here" entries, so that no table has a hole.

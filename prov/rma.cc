@@ -19,7 +19,7 @@ struct Rma {
 };
 
 ssize_t do_rma(Ep* ep, const Rma& r, WrOpcode opcode, uint64_t data, bool report) {
-  std::lock_guard g(ep->dom->fab->mu);
+  std::lock_guard g(ep->dom->core().mu);
   if (!ep->qp) return -FI_EOPBADSTATE;
   const bool read = opcode == WrOpcode::kRead;
   Op* op = new_op(ep, r.ctx, (read ? FI_READ : FI_WRITE) | FI_RMA, r.flags | ep->tx_flags, true,

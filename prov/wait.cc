@@ -13,9 +13,13 @@
 // trip: 8 B fi_pingpong -e msg latency went from 3.6-4.3 us to 2.0-2.2
 // (tcp provider 6.6-8.5 in the same runs).
 //
-// Ordering: the waiter arms (seq_cst), then takes the engine's CQ lock to
-// reap; a pusher pushes under that lock, then reads armed (seq_cst). Either
-// the waiter's reap sees the entry or the pusher sees armed=true.
+// A CQ's entries come from the engine, so a CQ arms the engine's CQ with its
+// eventfd instead (Engine::arm_cq): the engine's next push writes it. An EQ's
+// come from the provider, which signals here.
+//
+// Ordering: the waiter arms (seq_cst), then looks for entries; a pusher
+// adds its entry, then reads armed (seq_cst). Either the waiter's look sees
+// the entry or the pusher sees armed=true.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -24,13 +28,13 @@
 
 namespace softrdma::prov {
 
-void WaitFd::open(Fabric* fab) {
+void WaitFd::open(const Core& core) {
   efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epfd = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{.events = EPOLLIN, .data = {}};
   ::epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev);
-  int tfd = fab->engine->wait_fd();
-  if (tfd >= 0 && !fab->auto_thread.joinable()) ::epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev);
+  int tfd = core.engine->wait_fd();
+  if (tfd >= 0 && !core.auto_thread.joinable()) ::epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev);
 }
 
 void WaitFd::close() {
@@ -39,10 +43,14 @@ void WaitFd::close() {
   epfd = efd = -1;
 }
 
-void WaitFd::arm() const {
+void WaitFd::drain() const {
   if (efd < 0) return;
   uint64_t v;
   [[maybe_unused]] ssize_t n = ::read(efd, &v, sizeof(v));
+}
+
+void WaitFd::arm() const {
+  drain();
   armed.store(true);
 }
 

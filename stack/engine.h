@@ -182,6 +182,14 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // (stack/counters.h, docs/counters.md).
   Counters counters();
 
+  // --- for the libfabric provider (engine_api.cc) ---
+  // The CQ's next completion writes 1 to the eventfd efd, once: a waiter
+  // arms it before its last look at the CQ, then sleeps on efd.
+  void arm_cq(Cq* cq, int efd);
+  // The local and peer addresses of the QP's connection; false while it has
+  // none.
+  bool qp_addresses(Qp* qp, sockaddr_in* local, sockaddr_in* peer);
+
  private:
   // net::TransportEvents
   void on_accept(Listener* l, net::StreamConn* c) override;

@@ -1,5 +1,7 @@
 #include "stack/iwarp/cq.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace softrdma::iwarp {
@@ -9,7 +11,11 @@ void Cq::push(const Wc& wc) {
     std::lock_guard g(mu_);
     push_locked(wc);
   }
-  if (on_push) on_push();
+  if (notify_fd_.load() < 0) return;
+  if (int fd = notify_fd_.exchange(-1); fd >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+  }
 }
 
 void Cq::push_locked(const Wc& wc) {
@@ -20,26 +26,38 @@ void Cq::push_locked(const Wc& wc) {
     overrun_ = true;
     spill_.push_back(wc);
   }
+  fresh_.store(fresh_.load() + 1);
   held_.store(count_ + spill_.size());
+}
+
+// The ring's head goes out; the spill's oldest, if any, takes the freed slot.
+void Cq::pop_locked(Wc* out) {
+  *out = ring_[head_];
+  head_ = (head_ + 1) % ring_.size();
+  --count_;
+  if (!spill_.empty()) {
+    ring_[(head_ + count_++) % ring_.size()] = spill_.front();
+    spill_.pop_front();
+  }
+  const size_t held = count_ + spill_.size();
+  held_.store(held);
+  fresh_.store(std::min(fresh_.load(), held));  // the unvisited are the newest
 }
 
 int Cq::poll(Wc* out, int n) {
   if (held_.load() == 0) return 0;
   std::lock_guard g(mu_);
   int got = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    while (got < n && count_ > 0) {
-      out[got++] = ring_[head_];
-      head_ = (head_ + 1) % ring_.size();
-      --count_;
-    }
-    // Refill the ring from the spill, oldest first, then drain again.
-    size_t move = std::min(spill_.size(), ring_.size() - count_);
-    for (size_t i = 0; i < move; ++i) ring_[(head_ + count_++) % ring_.size()] = spill_[i];
-    spill_.erase(spill_.begin(), spill_.begin() + static_cast<long>(move));
-  }
-  held_.store(count_ + spill_.size());
+  while (got < n && count_ > 0) pop_locked(&out[got++]);
   return got;
+}
+
+bool Cq::pop_visited(Wc* out) {
+  if (held_.load() == 0) return false;
+  std::lock_guard g(mu_);
+  if (count_ == 0 || count_ + spill_.size() == fresh_.load()) return false;
+  pop_locked(out);
+  return true;
 }
 
 }  // namespace softrdma::iwarp

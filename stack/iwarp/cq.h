@@ -7,7 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -30,23 +30,49 @@ class Cq {
     return overrun_;
   }
 
-  // Called after each push (the provider hangs its wait-object signal here).
-  std::function<void()> on_push;
-  void* user = nullptr;
+  // For a consumer that must see each completion when it arrives but takes
+  // it out later (the libfabric provider counts on arrival and translates on
+  // read, with no queue of its own): fn(Wc&) runs under the CQ's lock on
+  // every completion not visited yet, oldest first, and may rewrite it.
+  template <typename F>
+  void visit(F&& fn);
+  // Takes out the oldest completion if it has been visited.
+  bool pop_visited(Wc* out);
+  // The next push writes 1 to the eventfd fd, once. A waiter arms before
+  // its last look at the CQ (seq_cst on both sides: either that look sees
+  // the completion or the push sees the fd).
+  void arm_notify(int fd) { notify_fd_.store(fd); }
 
  private:
   void push_locked(const Wc& wc);
+  void pop_locked(Wc* out);
+  Wc& at_locked(size_t i) {  // i-th oldest completion
+    return i < count_ ? ring_[(head_ + i) % ring_.size()] : spill_[i - count_];
+  }
   mutable std::mutex mu_;
   std::vector<Wc> ring_;
   size_t head_ = 0;
   size_t count_ = 0;
-  std::vector<Wc> spill_;  // completions past depth, delivered after the ring
+  std::deque<Wc> spill_;  // completions past depth, delivered after the ring
   bool overrun_ = false;
   // count_ + spill_.size(), readable without the lock: an empty CQ is
   // polled on every progress pass, and answers without locking. seq_cst, so
   // a waiter that arms its wakeup and then finds the CQ empty is sure the
-  // next push sees it armed (prov/wait.cc).
+  // next push sees it armed.
   std::atomic<size_t> held_{0};
+  // How many of the newest completions visit() has not seen; written under
+  // mu_, read without it for the common nothing-new case.
+  std::atomic<size_t> fresh_{0};
+  std::atomic<int> notify_fd_{-1};
 };
+
+template <typename F>
+void Cq::visit(F&& fn) {
+  if (fresh_.load() == 0) return;
+  std::lock_guard g(mu_);
+  const size_t held = count_ + spill_.size();
+  for (size_t i = held - fresh_.load(); i < held; ++i) fn(at_locked(i));
+  fresh_.store(0);
+}
 
 }  // namespace softrdma::iwarp
