@@ -1,11 +1,15 @@
-// The engine's CPU per small round trip: two Engines over an lwIP pipe link
+// The engine's CPU per small round trip: two QPs over an lwIP pipe link
 // (memif-like: lent frames, no checksums) in one process, progressed by ONE
 // thread, play 8 B ping-pong with Send/Recv and with RDMA Write. The CPU
 // time of the whole process (CLOCK_PROCESS_CPUTIME_ID; no watchdog threads)
-// per round trip covers both engines and both stacks, so it is the cost of
-// two half round trips of one engine. Prints the median of the repetitions.
+// per round trip covers both ends, so it is the cost of two half round trips
+// of one engine. Prints the median of the repetitions.
 //
-//   engine_cpu_bench [iterations per repetition (20000)] [repetitions (7)]
+//   engine_cpu_bench [iterations per repetition (20000)] [repetitions (7)] [two|one]
+//
+// two (default): each QP in an Engine of its own, and each engine progressed
+// in turn; one: both QPs in one Engine (as a process has one), progressed
+// once per turn.
 #include <arpa/inet.h>
 #include <time.h>
 
@@ -15,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "stack/engine.h"
@@ -49,17 +54,19 @@ double wall_ns() {
 }
 
 struct Side {
-  std::unique_ptr<Engine> eng;
+  std::shared_ptr<Engine> eng;
   Pd* pd = nullptr;
   Cq* cq = nullptr;
   Qp* qp = nullptr;
   std::vector<uint8_t> buf = std::vector<uint8_t>(64, 0);
   Mr* mr = nullptr;
+  Wc wc[16];  // reap's: a member, so that a poll does not zero 640 B each time
 
-  explicit Side(const char* ip) {
+  // An engine of its own, sending from ip; or a share of `shared`.
+  Side(const char* ip, std::shared_ptr<Engine> shared) : eng(std::move(shared)) {
     EngineConfig cfg;
     cfg.watchdog_us = 0;  // only the polling thread spends CPU
-    eng = std::make_unique<Engine>(cfg, net::make_lwip_transport({.source = ip4(ip)}));
+    if (!eng) eng = std::make_shared<Engine>(cfg, net::make_lwip_transport({.source = ip4(ip)}));
     if (!eng->ok()) die("no lwIP transport");
     pd = eng->alloc_pd();
     cq = eng->create_cq(1024);
@@ -91,7 +98,6 @@ struct Side {
   }
   // Completions reaped; true if a receive completed.
   bool reap() {
-    Wc wc[16];
     bool recv = false;
     for (int n; (n = eng->poll_cq(cq, wc, 16)) > 0;) {
       for (int i = 0; i < n; ++i) {
@@ -108,6 +114,12 @@ struct Side {
   }
 };
 
+// One turn of progress: each engine once.
+void progress(Side& a, Side& b) {
+  a.eng->progress(0);
+  if (b.eng != a.eng) b.eng->progress(0);
+}
+
 void connect(Side& a, Side& b) {
   Listener* l = nullptr;
   sockaddr_in at{};
@@ -117,16 +129,20 @@ void connect(Side& a, Side& b) {
   if (a.eng->connect(a.qp, b.eng->listen_addr(l), nullptr, 0) != 0) die("connect");
   bool a_up = false, b_up = false;
   const double end = wall_ns() + 10e9;
+  auto events = [&](Engine* e) {
+    CmEvent ev;
+    while (e->poll_cm(&ev)) {
+      if (ev.type == CmEventType::kConnectRequest) b.eng->accept(ev.req, b.qp, nullptr, 0);
+      if (ev.type != CmEventType::kEstablished) continue;
+      a_up |= ev.qp == a.qp;
+      b_up |= ev.qp == b.qp;
+    }
+  };
   while (!(a_up && b_up)) {
     if (wall_ns() > end) die("no connection");
-    a.eng->progress(0);
-    b.eng->progress(0);
-    CmEvent ev;
-    while (b.eng->poll_cm(&ev)) {
-      if (ev.type == CmEventType::kConnectRequest) b.eng->accept(ev.req, b.qp, nullptr, 0);
-      b_up |= ev.type == CmEventType::kEstablished;
-    }
-    while (a.eng->poll_cm(&ev)) a_up |= ev.type == CmEventType::kEstablished;
+    progress(a, b);
+    events(a.eng.get());
+    if (b.eng != a.eng) events(b.eng.get());
   }
 }
 
@@ -140,8 +156,7 @@ std::pair<double, double> measure(int iters, Rt&& round_trip) {
 
 void spin(Side& a, Side& b, const auto& done) {
   for (uint64_t n = 1; !done(); ++n) {
-    a.eng->progress(0);
-    b.eng->progress(0);
+    progress(a, b);
     if (n % 1000000 == 0) die("round trip stalled");
   }
 }
@@ -168,7 +183,9 @@ void report(const char* what, int iters, int reps, auto&& round_trip) {
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 20000;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
-  if (iters <= 0 || reps <= 0) die("usage: engine_cpu_bench [iterations] [repetitions]");
+  const std::string mode = argc > 3 ? argv[3] : "two";
+  if (iters <= 0 || reps <= 0 || (mode != "one" && mode != "two"))
+    die("usage: engine_cpu_bench [iterations] [repetitions] [two|one]");
   auto [e0, e1] = net::testing::make_pipe_pair(net::testing::PipeOptions{});
   net::LwipStack& s = net::LwipStack::get();
   net::LwipLinkOptions lo;
@@ -180,7 +197,13 @@ int main(int argc, char** argv) {
   if (s.add_route(ip4("10.9.0.2"), 32, l0) != 0 || s.add_route(ip4("10.9.0.1"), 32, l1) != 0)
     die("add_route");
 
-  Side a("10.9.0.1"), b("10.9.0.2");
+  std::shared_ptr<Engine> one;
+  if (mode == "one") {
+    EngineConfig cfg;
+    cfg.watchdog_us = 0;
+    one = std::make_shared<Engine>(cfg, net::make_lwip_transport());
+  }
+  Side a("10.9.0.1", one), b("10.9.0.2", one);
   connect(a, b);
 
   a.post_recv();

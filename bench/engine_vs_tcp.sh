@@ -17,6 +17,9 @@
 #
 # usage: bench/engine_vs_tcp.sh [-R reps] [-P path,path...] [-b build-dir] [--crc 0|1]
 #                               [-n lat-iters] [-N bw-iters] [-T run-timeout-s] [-B budget-s]
+#                               [-V ref-build-dir]
+# -V: a path P given as P@ref runs the srdma_perf of another build (a change's
+#    base, say), interleaved with the rest: -P dpdk-c2,dpdk-c2@ref -V ../base/build.
 # Default paths: tcp,kernel,dpdk-c2,dpdk-c1,dpdk-c3. Time is bounded: every
 # run has its own deadline (-T, default 60 s), and no new repetition starts
 # once the budget (-B, default 900 s) is spent; medians are then over the
@@ -29,6 +32,7 @@ root=$(dirname "$here")
 reps=5
 paths=tcp,kernel,dpdk-c2,dpdk-c1,dpdk-c3
 build=""
+ref_build=""
 crc=""
 lat_iters=5000
 bw_iters=500
@@ -45,7 +49,8 @@ while [[ $# -gt 0 ]]; do
     -N) bw_iters=$2; shift 2 ;;
     -T) run_timeout=$2; shift 2 ;;
     -B) budget=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -V) ref_build=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "engine_vs_tcp: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -146,21 +151,26 @@ for ((r = 1; r <= reps; ++r)); do
     [[ -n $f ]] && floor+=("$f")
   fi
   for path in "${path_list[@]}"; do
-    case $path in
+    engine=$perf
+    if [[ $path == *@ref ]]; then
+      engine=$ref_build/stack/tools/srdma_perf
+      [[ -x $engine ]] || { echo "engine_vs_tcp: $path needs -V with a built srdma_perf" >&2; exit 2; }
+    fi
+    case ${path%@ref} in
       tcp) bin=$tcp run_env=() lat_args=(-t lat) bw_args=(-t bw) ;;
-      kernel) bin=$perf run_env=(FI_SOFTRDMA_TRANSPORT=kernel) ;;
-      dpdk-c[123]) bin=$perf run_env=(FI_SOFTRDMA_TRANSPORT=dpdk "FI_SOFTRDMA_THREADING=${path#dpdk-}") ;;
+      kernel) bin=$engine run_env=(FI_SOFTRDMA_TRANSPORT=kernel) ;;
+      dpdk-c[123]) p=${path%@ref} bin=$engine run_env=(FI_SOFTRDMA_TRANSPORT=dpdk "FI_SOFTRDMA_THREADING=${p#dpdk-}") ;;
       *) echo "engine_vs_tcp: unknown path $path" >&2; exit 2 ;;
     esac
     srv_args=()
-    if [[ $path != tcp ]]; then
+    if [[ ${path%@ref} != tcp ]]; then
       srv_args=("${crc_args[@]}")
       lat_args=("${crc_args[@]}" -o send -t lat)
       bw_args=("${crc_args[@]}" -o write -t bw)
     fi
     run "$bin" "${srv_args[@]}" -- "${lat_args[@]}" -s 8 -n "$lat_iters"
     lat[$path]+="$(field median_us) " p99[$path]+="$(field p99_us) "
-    [[ $path != tcp && -z $crc_used ]] && crc_used=$(field crc)
+    [[ ${path%@ref} != tcp && -z $crc_used ]] && crc_used=$(field crc)
     run "$bin" "${srv_args[@]}" -- "${bw_args[@]}" -s 1M -n "$bw_iters" --max-bytes 0
     bw[$path]+="$(field mb_s) "
   done

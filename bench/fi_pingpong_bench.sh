@@ -18,7 +18,9 @@
 #          [-N bw-iters] [-T run-timeout-s] [-B budget-s] [-M table.md]
 #          [-c configs] [-r retries]
 # -c takes a comma-separated subset of: sr-dpdk-msg,sr-kernel-msg,tcp-msg,
-#    sr-dpdk-rdm,sr-kernel-rdm,tcp-rdm,shm-rdm (default: all).
+#    sr-dpdk-rdm,sr-kernel-rdm,tcp-rdm,shm-rdm (default: all); a softrdma one
+#    as NAME@ref loads the provider of the build given with -V ref-build-dir
+#    (a change's base, say), interleaved with the rest.
 # Time is bounded: every fi_pingpong process has its own deadline (-T, default
 # 120 s), and no new repetition starts once the budget (-B, default 1800 s) is
 # spent; the medians are then over the repetitions completed. A failed run
@@ -47,6 +49,7 @@ budget=1800
 md_out=""
 only=""
 retries=1
+ref_build=""
 failures=0
 all_cfgs=(sr-dpdk-msg sr-kernel-msg tcp-msg sr-dpdk-rdm sr-kernel-rdm tcp-rdm shm-rdm)
 
@@ -61,7 +64,8 @@ while [[ $# -gt 0 ]]; do
     -M) md_out=$2; shift 2 ;;
     -c) only=$2; shift 2 ;;
     -r) retries=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -V) ref_build=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "fi_pingpong_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -85,7 +89,11 @@ cfgs=("${all_cfgs[@]}")
 if [[ -n $only ]]; then
   IFS=, read -r -a cfgs <<<"$only"
   for c in "${cfgs[@]}"; do
-    [[ " ${all_cfgs[*]} " == *" $c "* ]] || { echo "fi_pingpong_bench: unknown configuration $c" >&2; exit 2; }
+    [[ " ${all_cfgs[*]} " == *" ${c%@ref} "* ]] || { echo "fi_pingpong_bench: unknown configuration $c" >&2; exit 2; }
+    if [[ $c == *@ref && ! -f $ref_build/prov/libsoftrdma-fi.so ]]; then
+      echo "fi_pingpong_bench: $c needs -V with a built libsoftrdma-fi.so" >&2
+      exit 2
+    fi
   done
 fi
 
@@ -125,12 +133,14 @@ free_port() {
 # r_mbs, r_wall from the client's result row; returns 1 (logs printed) if the
 # client or the server failed or timed out, or no result row appeared.
 run_once() {
-  local cfg=$1 size=$2 iters=$3 port t0 ok=0 envs=()
-  local prov=${c_prov[$cfg]} ep=${c_ep[$cfg]} tr=${c_tr[$cfg]}
+  local cfg=$1 size=$2 iters=$3 port t0 ok=0 envs=() dir=$provdir
+  local base=${cfg%@ref}
+  local prov=${c_prov[$base]} ep=${c_ep[$base]} tr=${c_tr[$base]}
+  [[ $cfg == *@ref ]] && dir=$(cd "$ref_build/prov" && pwd)
   if [[ -n $tr ]]; then
     # Only the softrdma runs load our provider; a private rendezvous directory
     # keeps other jobs' meshes on this machine out of the way.
-    envs=(FI_PROVIDER_PATH="$provdir" FI_SOFTRDMA_TRANSPORT="$tr"
+    envs=(FI_PROVIDER_PATH="$dir" FI_SOFTRDMA_TRANSPORT="$tr"
           FI_SOFTRDMA_RUNDIR="${FI_SOFTRDMA_RUNDIR:-$tmp/run}")
     mkdir -p "$tmp/run"
   fi
@@ -210,7 +220,7 @@ for ((r = 1; r <= reps; ++r)); do
       cfg=${cfgs[$(((k + r - 1) % n))]}
       run "$cfg" "$size" "${iters_of[$size]}"
       printf '  %-14s %8s B  %10s usec/xfer %10s MB/s  (%s s)\n' "$cfg" "$size" "$r_usec" "$r_mbs" "$r_wall" >&2
-      echo "$cfg,${c_prov[$cfg]},${c_ep[$cfg]},${c_tr[$cfg]:-},$r,$size,${iters_of[$size]},$r_usec,$r_mbs,$r_wall,$(cut -d' ' -f1 /proc/loadavg)" >>"$runs_csv"
+      echo "$cfg,${c_prov[${cfg%@ref}]},${c_ep[${cfg%@ref}]},${c_tr[${cfg%@ref}]:-},$r,$size,${iters_of[$size]},$r_usec,$r_mbs,$r_wall,$(cut -d' ' -f1 /proc/loadavg)" >>"$runs_csv"
       usec["$cfg $size"]+="${usec["$cfg $size"]:+;}$r_usec"
       mbs["$cfg $size"]+="${mbs["$cfg $size"]:+;}$r_mbs"
     done
@@ -234,7 +244,7 @@ med() {
 {
   echo "config,provider,ep,transport,reps,lat_8B_usec_median,bw_8B_MBps_median,lat_1MiB_usec_median,bw_1MiB_MBps_median,lat_8B_runs,bw_1MiB_runs,started_utc,loadavg_start,loadavg_end"
   for cfg in "${cfgs[@]}"; do
-    echo "$cfg,${c_prov[$cfg]},${c_ep[$cfg]},${c_tr[$cfg]:-},$reps,$(med "$cfg" 8 usec),$(med "$cfg" 8 mbs),$(med "$cfg" 1048576 usec),$(med "$cfg" 1048576 mbs),${usec["$cfg 8"]:-},${mbs["$cfg 1048576"]:-},$started,$load_start,$load_end"
+    echo "$cfg,${c_prov[${cfg%@ref}]},${c_ep[${cfg%@ref}]},${c_tr[${cfg%@ref}]:-},$reps,$(med "$cfg" 8 usec),$(med "$cfg" 8 mbs),$(med "$cfg" 1048576 usec),$(med "$cfg" 1048576 mbs),${usec["$cfg 8"]:-},${mbs["$cfg 1048576"]:-},$started,$load_start,$load_end"
   done
 } >"$med_csv"
 
@@ -252,7 +262,7 @@ table=$tmp/table.md
   echo "| configuration | provider | ep | 8 B latency (usec/xfer) | 1 MiB bandwidth (MB/s) | 1 MiB latency (usec/xfer) |"
   echo "|---|---|---|---|---|---|"
   for cfg in "${cfgs[@]}"; do
-    echo "| $cfg | \`${c_prov[$cfg]}\`${c_tr[$cfg]:+ (${c_tr[$cfg]})} | ${c_ep[$cfg]} | $(med "$cfg" 8 usec) | $(med "$cfg" 1048576 mbs) | $(med "$cfg" 1048576 usec) |"
+    echo "| $cfg | \`${c_prov[${cfg%@ref}]}\`${c_tr[${cfg%@ref}]:+ (${c_tr[${cfg%@ref}]})} | ${c_ep[${cfg%@ref}]} | $(med "$cfg" 8 usec) | $(med "$cfg" 1048576 mbs) | $(med "$cfg" 1048576 usec) |"
   done
   echo
   echo "Issue 4's targets for softrdma over DPDK (ratio of medians):"

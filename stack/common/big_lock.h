@@ -19,10 +19,23 @@
 
 namespace softrdma::big_lock {
 
-void lock();
-void unlock();
+namespace detail {
+// How deep the calling thread holds the lock. Initial-exec TLS: one
+// fs-relative access even in the dlopen'ed provider (4 bytes of the static
+// TLS reserve), where the default model would call __tls_get_addr.
+extern thread_local uint32_t t_depth __attribute__((tls_model("initial-exec")));
+void acquire();
+void release();  // runs the release hook first
+}  // namespace detail
+
+inline void lock() {
+  if (detail::t_depth++ == 0) detail::acquire();
+}
+inline void unlock() {
+  if (--detail::t_depth == 0) detail::release();
+}
 // Whether the calling thread holds it.
-bool held();
+inline bool held() { return detail::t_depth != 0; }
 // Run by the outermost unlock, still under the lock. One hook per process
 // (the lwIP stack's link flush); null clears it.
 void set_release_hook(void (*hook)());

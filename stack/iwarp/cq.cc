@@ -20,28 +20,31 @@ void Cq::push(const Wc& wc) {
 
 void Cq::push_locked(const Wc& wc) {
   if (count_ < ring_.size() && spill_.empty()) {
-    ring_[(head_ + count_) % ring_.size()] = wc;
+    ring_[slot(count_)] = wc;
     ++count_;
   } else {
     overrun_ = true;
     spill_.push_back(wc);
   }
-  fresh_.store(fresh_.load() + 1);
+  // Written under mu_: only held_ needs seq_cst (the wakeup handshake).
+  fresh_.store(fresh_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   held_.store(count_ + spill_.size());
 }
 
 // The ring's head goes out; the spill's oldest, if any, takes the freed slot.
 void Cq::pop_locked(Wc* out) {
   *out = ring_[head_];
-  head_ = (head_ + 1) % ring_.size();
+  if (++head_ == ring_.size()) head_ = 0;
   --count_;
   if (!spill_.empty()) {
-    ring_[(head_ + count_++) % ring_.size()] = spill_.front();
+    ring_[slot(count_++)] = spill_.front();
     spill_.pop_front();
   }
+  // A pop wakes nobody: release suffices (a plain store on x86).
   const size_t held = count_ + spill_.size();
-  held_.store(held);
-  fresh_.store(std::min(fresh_.load(), held));  // the unvisited are the newest
+  held_.store(held, std::memory_order_release);
+  const size_t fresh = fresh_.load(std::memory_order_relaxed);
+  if (fresh > held) fresh_.store(held, std::memory_order_release);  // the unvisited are the newest
 }
 
 int Cq::poll(Wc* out, int n) {

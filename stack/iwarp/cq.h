@@ -1,8 +1,9 @@
 // Completion queue: a fixed ring of work completions. When it is full the
 // completion that does not fit is kept aside and the CQ reports overrun
 // (like an RNIC's CQ overflow async error) instead of dropping silently.
-// It has its own small lock, so that an application thread polling it never
-// contends for the engine lock with the c1/c3 I/O thread.
+// It has its own small lock (a spin lock: a completion is copied in or out
+// under it), so that an application thread polling it never contends for
+// the process lock with the c1/c3 I/O thread.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "stack/common/spin_lock.h"
 #include "stack/verbs.h"
 
 namespace softrdma::iwarp {
@@ -46,10 +48,14 @@ class Cq {
  private:
   void push_locked(const Wc& wc);
   void pop_locked(Wc* out);
-  Wc& at_locked(size_t i) {  // i-th oldest completion
-    return i < count_ ? ring_[(head_ + i) % ring_.size()] : spill_[i - count_];
+  size_t slot(size_t i) const {  // ring index of the i-th oldest (i < depth)
+    const size_t j = head_ + i;
+    return j < ring_.size() ? j : j - ring_.size();
   }
-  mutable std::mutex mu_;
+  Wc& at_locked(size_t i) {  // i-th oldest completion
+    return i < count_ ? ring_[slot(i)] : spill_[i - count_];
+  }
+  mutable SpinLock mu_;
   std::vector<Wc> ring_;
   size_t head_ = 0;
   size_t count_ = 0;

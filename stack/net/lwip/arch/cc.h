@@ -8,6 +8,10 @@
 // glibc's htons & co. are macros too: keep them, lwIP's core uses lwip_htons.
 #include <sys/types.h>
 #define LWIP_DONT_PROVIDE_BYTEORDER_FUNCTIONS 1
+// lwIP's own byte swaps, inline: otherwise every header field read or
+// written is a function call.
+#define lwip_htons(x) ((unsigned short)__builtin_bswap16((unsigned short)(x)))
+#define lwip_htonl(x) ((unsigned int)__builtin_bswap32((unsigned int)(x)))
 
 #define LWIP_ERRNO_STDINCLUDE 1
 #define LWIP_TIMEVAL_PRIVATE 0
