@@ -4,10 +4,6 @@
 
 namespace softrdma::big_lock {
 
-namespace detail {
-thread_local uint32_t t_depth __attribute__((tls_model("initial-exec"))) = 0;
-}  // namespace detail
-
 namespace {
 
 // A flag with C++20 atomic wait rather than a pthread mutex: uncontended,

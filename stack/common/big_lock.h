@@ -23,7 +23,9 @@ namespace detail {
 // How deep the calling thread holds the lock. Initial-exec TLS: one
 // fs-relative access even in the dlopen'ed provider (4 bytes of the static
 // TLS reserve), where the default model would call __tls_get_addr.
-extern thread_local uint32_t t_depth __attribute__((tls_model("initial-exec")));
+// Defined here (an inline variable, constant-initialized), so that every use
+// is a plain TLS access rather than a call through a TLS wrapper function.
+inline thread_local uint32_t t_depth __attribute__((tls_model("initial-exec"))) = 0;
 void acquire();
 void release();  // runs the release hook first
 }  // namespace detail
