@@ -19,7 +19,8 @@ uint32_t softrdma_pass_clock_ms(void);
 }
 
 namespace softrdma::pass_clock {
-// Reads CLOCK_MONOTONIC, stores it as the pass time and returns it (ns).
+// Reads the monotonic clock (CLOCK_MONOTONIC, or the TSC extrapolating
+// from it: pass_clock.cc), stores it as the pass time and returns it (ns).
 int64_t refresh();
 // The pass time (ns), as of the last refresh.
 int64_t now_ns();

@@ -261,12 +261,14 @@ int Stack::run_io(TransportImpl* runner) {
     int n = l->port->rx_burst(frames, kRxBurst);
     for (int k = 0; k < n; ++k) input(l, frames[k]);
   }
+  // Link state, and lwIP's timers (whose times are whole milliseconds), at
+  // most once a millisecond.
   uint32_t now = sys_now();
-  if (now != last_link_check_ms_) {  // link state at most once a millisecond
-    last_link_check_ms_ = now;
+  if (now != last_tick_ms_) {
+    last_tick_ms_ = now;
     check_link_states();
+    sys_check_timeouts();
   }
-  sys_check_timeouts();
   netif_poll_all();  // loopback queues (traffic to our own addresses)
   if (tx_blocked_) retry_blocked();
   if (!work_.empty()) {

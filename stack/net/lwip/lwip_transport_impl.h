@@ -312,7 +312,7 @@ class Stack {
   TransportImpl* io_runner_ = nullptr;
   bool tx_blocked_ = false;
   bool links_dirty_ = false;  // some link has frames committed, not flushed
-  uint32_t last_link_check_ms_ = 0;
+  uint32_t last_tick_ms_ = 0;  // run_io's once-a-millisecond work
   int next_link_id_ = 0;
 };
 
