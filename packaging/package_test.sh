@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The Debian package, as an administrator meets it: built by CPack from this
+# build, installed with dpkg, used with nothing set (the provider found in
+# libfabric's own directory, the tools on PATH), then removed without a trace.
+# Fails, never skips.
+#
+# usage: package_test.sh <build dir>
+set -uo pipefail
+build=${1:?usage: package_test.sh <build dir>}
+[[ $(id -u) -eq 0 ]] || { echo "package_test: needs root (dpkg -i)" >&2; exit 1; }
+tmp=$(mktemp -d)
+fail() { echo "package_test: FAIL: $*" >&2; exit 1; }
+cleanup() {
+  dpkg -r softrdma >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+(cd "$build" && cpack -G DEB -B "$tmp" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; fail "cpack"; }
+deb=$(ls "$tmp"/softrdma_*.deb 2>/dev/null | head -1)
+[[ -n $deb ]] || fail "no .deb in $tmp"
+provdir=$(pkg-config --variable=libdir libfabric)/libfabric
+contents=$(dpkg-deb -c "$deb")
+for f in "$provdir/libsoftrdma-fi.so" /usr/bin/srdma_perf /usr/bin/srdma_soak \
+         /usr/include/softrdma/fi_ext_softrdma.h; do
+  grep -q " \.$f\$" <<<"$contents" || fail "$f not in the package"
+done
+depends=$(dpkg-deb -f "$deb" Depends)
+for d in libfabric1 librte-eal23 librte-net-memif23 librte-mempool-ring23; do
+  grep -q "$d" <<<"$depends" || fail "Depends lacks $d: $depends"
+done
+
+dpkg -i "$deb" >"$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg -i"; }
+dpkg -L softrdma | grep -qx "$provdir/libsoftrdma-fi.so" || fail "dpkg -L lacks the provider"
+
+unset FI_PROVIDER_PATH
+fi_info -p softrdma -t FI_EP_MSG | grep -q "provider: softrdma" || fail "fi_info -p softrdma lists nothing"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+timeout 60 fi_pingpong -p softrdma -e msg -B "$port" -S 4096 -I 200 -c >"$tmp/srv.log" 2>&1 &
+srv=$!
+sleep 1
+if ! timeout 60 fi_pingpong -p softrdma -e msg -P "$port" -S 4096 -I 200 -c 127.0.0.1 >"$tmp/cli.log" 2>&1; then
+  cat "$tmp/cli.log" "$tmp/srv.log"; fail "fi_pingpong over the installed provider"
+fi
+wait "$srv" || { cat "$tmp/srv.log"; fail "fi_pingpong server"; }
+grep -q "4k" "$tmp/cli.log" || { cat "$tmp/cli.log"; fail "fi_pingpong printed no result"; }
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+timeout 60 srdma_perf -p "$port" >"$tmp/perf-srv.log" 2>&1 &
+srv=$!
+sleep 1
+timeout 60 srdma_perf -p "$port" -o send -t lat -s 64 -n 1000 127.0.0.1 >"$tmp/perf.log" 2>&1 \
+  || { cat "$tmp/perf.log" "$tmp/perf-srv.log"; fail "srdma_perf from /usr/bin"; }
+kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+
+dpkg -r softrdma >/dev/null 2>&1 || fail "dpkg -r"
+[[ ! -e $provdir/libsoftrdma-fi.so ]] || fail "the provider stayed after dpkg -r"
+[[ ! -e /usr/bin/srdma_perf ]] || fail "srdma_perf stayed after dpkg -r"
+echo "package_test: $(basename "$deb") built, installed, used (fi_pingpong -c, srdma_perf), removed"
