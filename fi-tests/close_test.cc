@@ -4,7 +4,7 @@
 // with a FIN behind those bytes, and closing the domain gives them time to
 // leave before the transport goes. The client is another process that
 // closes everything and exits at once, so nothing else drives its network
-// stack afterwards.
+// stack afterwards. Closing a parent before its children is refused.
 #include <cstring>
 #include <tuple>
 
@@ -60,6 +60,45 @@ TEST_P(Close, RightAfterSendCompletesDeliversEveryByte) {
   EXPECT_EQ(event, FI_SHUTDOWN);
   EXPECT_TRUE(child_ok(pid));
   ::close(fd);
+}
+
+// fi_close of a fabric or a domain with objects still open on it is
+// refused (-FI_EBUSY) and leaves everything working; in order, every close
+// succeeds.
+TEST(CloseOrder, ParentWithChildrenOpenIsRefused) {
+  Info list;
+  ASSERT_EQ(getinfo(msg_hints().get(), &list), 0);
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_eq* eq = nullptr;
+  fid_cq* cq = nullptr;
+  fid_cntr* cntr = nullptr;
+  fid_mr* mr = nullptr;
+  fid_ep* ep = nullptr;
+  ASSERT_EQ(fi_fabric(list->fabric_attr, &fabric, nullptr), 0);
+  ASSERT_EQ(fi_domain(fabric, list.get(), &domain, nullptr), 0);
+  fi_eq_attr ea{};
+  ASSERT_EQ(fi_eq_open(fabric, &ea, &eq, nullptr), 0);
+  fi_cq_attr ca{};
+  ASSERT_EQ(fi_cq_open(domain, &ca, &cq, nullptr), 0);
+  fi_cntr_attr na{};
+  ASSERT_EQ(fi_cntr_open(domain, &na, &cntr, nullptr), 0);
+  static uint8_t buf[4096];
+  ASSERT_EQ(fi_mr_reg(domain, buf, sizeof(buf), FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain, list.get(), &ep, nullptr), 0);
+
+  EXPECT_EQ(fi_close(&fabric->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&domain->fid), -FI_EBUSY);
+  // Each child in turn: the domain stays busy until the last one goes.
+  for (fid* child : {&ep->fid, &mr->fid, &cntr->fid, &cq->fid}) {
+    EXPECT_EQ(fi_close(&domain->fid), -FI_EBUSY);
+    EXPECT_EQ(fi_close(child), 0);
+  }
+  EXPECT_EQ(fi_close(&fabric->fid), -FI_EBUSY);  // the domain and the EQ
+  EXPECT_EQ(fi_close(&domain->fid), 0);
+  EXPECT_EQ(fi_close(&fabric->fid), -FI_EBUSY);  // the EQ
+  EXPECT_EQ(fi_close(&eq->fid), 0);
+  EXPECT_EQ(fi_close(&fabric->fid), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ways, Close,

@@ -46,7 +46,9 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
 }
 
 int cntr_close(fid* f) {
-  delete from_fid<Cntr>(f);
+  auto* c = from_fid<Cntr>(f);
+  c->dom->children.drop();
+  delete c;
   return 0;
 }
 
@@ -70,6 +72,7 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void* cont
   if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
   auto* c = new Cntr{};
   c->dom = from_fid<Domain>(domain);
+  c->dom->children.add();
   c->fid.fid.fclass = FI_CLASS_CNTR;
   c->fid.fid.context = context;
   c->fid.fid.ops = &g_cntr_fi_ops;

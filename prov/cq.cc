@@ -111,6 +111,7 @@ int cq_close(fid* f) {
     core.engine->destroy_cq(cq->ecq);
   }
   cq->wait.close();
+  cq->dom->children.drop();
   delete cq;
   return 0;
 }
@@ -220,6 +221,7 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
     return -FI_ENOSYS;
   auto* cq = new Cq{};
   cq->dom = dom;
+  dom->children.add();
   cq->format = format;
   cq->size = attr && attr->size ? attr->size : kDefaultCqSize;
   cq->fid.fid.fclass = FI_CLASS_CQ;

@@ -11,8 +11,9 @@ namespace {
 
 int domain_close(fid* f) {
   auto* dom = from_fid<Domain>(f);
-  if (dom->mr_count) return -FI_EBUSY;
+  if (dom->children.open.load() > (dom->sink ? 1u : 0u)) return -FI_EBUSY;
   if (dom->sink) fi_close(&dom->sink->fid.fid);
+  dom->fab->children.drop();
   delete dom;
   return 0;
 }
@@ -70,6 +71,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
     return -FI_EINVAL;
   auto* dom = new Domain{};
   dom->fab = fab;
+  fab->children.add();
   const fi_domain_attr* da = info ? info->domain_attr : nullptr;
   {
     std::lock_guard g(core.mu);

@@ -24,6 +24,7 @@ int ep_close(fid* f) {
   }
   if (ep->eq) ep->eq->purge(f);  // no event may name this endpoint again
   fi_freeinfo(ep->info);
+  ep->dom->children.drop();
   delete ep;
   return 0;
 }
@@ -239,6 +240,7 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
   auto* ep = new Ep{};
   ep->dom = from_fid<Domain>(domain);
+  ep->dom->children.add();
   ep->info = fi_dupinfo(info);
   ep->info->handle = nullptr;
   ep->tx_flags = info->tx_attr ? info->tx_attr->op_flags : 0;

@@ -104,6 +104,7 @@ int eq_close(fid* f) {
     if (!it.error && it.event == FI_CONNREQ)
       fi_freeinfo(reinterpret_cast<fi_eq_cm_entry*>(it.buf.data())->info);
   }
+  eq->fab->children.drop();
   delete eq;
   return 0;
 }
@@ -128,6 +129,7 @@ int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context) {
     return -FI_ENOSYS;
   auto* eq = new Eq{};
   eq->fab = from_fid<Fabric>(fabric);
+  eq->fab->children.add();
   eq->fid.fid.fclass = FI_CLASS_EQ;
   eq->fid.fid.context = context;
   eq->fid.fid.ops = &g_eq_fi_ops;

@@ -10,6 +10,7 @@ namespace {
 
 int fabric_close(fid* f) {
   auto* fab = from_fid<Fabric>(f);
+  if (fab->children.open.load() != 0) return -FI_EBUSY;
   Core::release(&fab->core);
   delete fab;
   return 0;

@@ -18,7 +18,7 @@ int mr_close(fid* f) {
   {
     std::lock_guard g(m->dom->core().mu);
     m->dom->core().engine->dereg_mr(m->mr->stag);
-    --m->dom->mr_count;
+    m->dom->children.drop();
   }
   delete m;
   return 0;
@@ -41,7 +41,7 @@ int mr_reg_impl(fid* f, const void* buf, size_t len, uint64_t access, void* cont
   m->fid.fid.ops = &g_mr_fi_ops;
   m->fid.mem_desc = m;
   m->fid.key = mr->stag;
-  ++dom->mr_count;
+  dom->children.add();
   *out = &m->fid;
   return 0;
 }

@@ -18,6 +18,7 @@ int pep_close(fid* f) {
   }
   if (pep->eq) pep->eq->purge(f);
   fi_freeinfo(pep->info);
+  pep->fab->children.drop();
   delete pep;
   return 0;
 }
@@ -97,6 +98,7 @@ sockaddr_in user_peer(const Pep* pep, const sockaddr_in& conn_peer) {
 int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** out, void* context) {
   auto* pep = new Pep{};
   pep->fab = from_fid<Fabric>(fabric);
+  pep->fab->children.add();
   pep->info = fi_dupinfo(info);
   pep->addr = local_addr();
   if (info && info->src_addr && info->src_addrlen >= sizeof(sockaddr_in))

@@ -147,9 +147,18 @@ struct Core {
   void dispatch_cm();
 };
 
+// Objects opened on a fabric or a domain hold it: fi_close of a parent with
+// children open answers -FI_EBUSY instead of leaving them dangling.
+struct Children {
+  std::atomic<uint32_t> open{0};
+  void add() { open.fetch_add(1, std::memory_order_relaxed); }
+  void drop() { open.fetch_sub(1, std::memory_order_relaxed); }
+};
+
 struct Fabric {
   fid_fabric fid;
   std::shared_ptr<Core> core;
+  Children children;  // domains, EQs, passive endpoints
 };
 
 struct Domain {
@@ -158,7 +167,7 @@ struct Domain {
   Core& core() const { return *fab->core; }
   Pd* pd;
   Cq* sink = nullptr;  // for an endpoint that binds no CQ for one direction
-  uint32_t mr_count = 0;
+  Children children;   // endpoints, CQs (the sink too), counters, MRs
   // ofi_rxm's credit message sender (flow_ctrl.cc); 0 = sent or queued.
   ssize_t (*send_credits)(fid_ep* ep, uint64_t credits) = nullptr;
 };
