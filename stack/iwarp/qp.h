@@ -106,7 +106,6 @@ class Qp {
   int error_status() const;
   // The Terminate behind the error (TermCause::packed()), 0 if none.
   uint32_t error_term() const;
-  void* user = nullptr;
 
   // --- qp.cc: lifecycle ---
   // Enter RDMA mode on a stream whose MPA exchange is done. initiator: we
