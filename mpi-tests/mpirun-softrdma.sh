@@ -14,9 +14,16 @@ trap 'rm -f "$log"' EXIT
 # Debian's /etc/openmpi/openmpi-mca-params.conf says "mtl = ^ofi": the
 # command line's "--mca mtl ofi" overrides it. --oversubscribe: 4 ranks on
 # this 2-core machine; Open MPI then lets ranks yield instead of spinning.
+# MPIRUN_TUNE=<file>: select the path with the parameter set users are
+# given (packaging/amca/softrdma) instead of the options.
+if [[ -n ${MPIRUN_TUNE:-} ]]; then
+  select=(--tune "$MPIRUN_TUNE")
+else
+  select=(--mca pml cm --mca mtl ofi -x FI_PROVIDER=softrdma)
+fi
 timeout -k 10 "$secs" mpirun --allow-run-as-root --oversubscribe -np "$np" \
-  --mca pml cm --mca mtl ofi --mca mtl_ofi_verbose 1 \
-  -x FI_PROVIDER_PATH="$dir" -x FI_PROVIDER=softrdma -x FI_SOFTRDMA_DEBUG=1 \
+  "${select[@]}" --mca mtl_ofi_verbose 1 \
+  -x FI_PROVIDER_PATH="$dir" -x FI_SOFTRDMA_DEBUG=1 \
   "$@" "$prog" >"$log" 2>&1
 rc=$?
 cat "$log"

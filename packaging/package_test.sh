@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian package, as an administrator meets it: built by CPack from this
 # build, installed with dpkg, used with nothing set (the provider found in
-# libfabric's own directory, the tools on PATH), then removed without a trace.
+# libfabric's own directory, the tools on PATH, Open MPI's parameter set by
+# name), then removed without a trace.
 # Fails, never skips.
 #
 # usage: package_test.sh <build dir>
@@ -22,7 +23,7 @@ deb=$(ls "$tmp"/softrdma_*.deb 2>/dev/null | head -1)
 provdir=$(pkg-config --variable=libdir libfabric)/libfabric
 contents=$(dpkg-deb -c "$deb")
 for f in "$provdir/libsoftrdma-fi.so" /usr/bin/srdma_perf /usr/bin/srdma_soak \
-         /usr/include/softrdma/fi_ext_softrdma.h; do
+         /usr/include/softrdma/fi_ext_softrdma.h /usr/share/openmpi/amca-param-sets/softrdma; do
   grep -q " \.$f\$" <<<"$contents" || fail "$f not in the package"
 done
 depends=$(dpkg-deb -f "$deb" Depends)
@@ -54,7 +55,16 @@ timeout 60 srdma_perf -p "$port" -o send -t lat -s 64 -n 1000 127.0.0.1 >"$tmp/p
   || { cat "$tmp/perf.log" "$tmp/perf-srv.log"; fail "srdma_perf from /usr/bin"; }
 kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 
+# MPI with the installed parameter set, found by name: two ranks on the
+# installed provider, the MTL naming it.
+timeout -k 10 120 mpirun --allow-run-as-root --oversubscribe -np 2 --tune softrdma \
+  --mca mtl_ofi_verbose 1 "$build/mpi-tests/mpi_p2p" >"$tmp/mpi.log" 2>&1 \
+  || { cat "$tmp/mpi.log"; fail "mpirun --tune softrdma"; }
+n=$(grep -c 'mtl:ofi:prov: softrdma;ofi_rxm' "$tmp/mpi.log")
+[[ $n == 2 ]] || { cat "$tmp/mpi.log"; fail "$n of 2 ranks chose softrdma;ofi_rxm"; }
+grep -q "^PASS " "$tmp/mpi.log" || { cat "$tmp/mpi.log"; fail "mpi_p2p printed no PASS"; }
+
 dpkg -r softrdma >/dev/null 2>&1 || fail "dpkg -r"
 [[ ! -e $provdir/libsoftrdma-fi.so ]] || fail "the provider stayed after dpkg -r"
 [[ ! -e /usr/bin/srdma_perf ]] || fail "srdma_perf stayed after dpkg -r"
-echo "package_test: $(basename "$deb") built, installed, used (fi_pingpong -c, srdma_perf), removed"
+echo "package_test: $(basename "$deb") built, installed, used (fi_pingpong -c, srdma_perf, mpirun --tune softrdma), removed"
