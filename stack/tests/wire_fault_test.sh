@@ -8,15 +8,15 @@
 #     refused by the TCP checksum (rx_errors), never delivered as data.
 #  b. reset: the server turns received segments into RSTs (reset=P), as a
 #     peer or middlebox resetting connections would: the client sees its
-#     connection reset ("Connection reset by peer") and exits at once with a
-#     lost connection; the server logs each lost connection as survived, the
+#     connection reset ("Connection reset by peer") and exits with a lost
+#     connection within 5 s of the first reset; the server logs each lost connection as survived, the
 #     reset one as reset, and exits 0 with QPs, MRs, connections, frames and
 #     mbufs back at their baseline and no mismatch.
 #  c. kill: KILLS (5) clients SIGKILLed 0.5-2 s into their transfers, on the
 #     memif mesh (peer_fault_test does the same between namespace hosts over
 #     af_packet): the server, polling the dead peers' links as they vanish,
-#     survives; it logs every connection of the dead clients as lost within
-#     60 s, then exits 0 with its resources back at baseline.
+#     survives; it logs every connection it accepted from the dead clients
+#     as lost within 60 s, then exits 0 with its resources back at baseline.
 #
 # usage: wire_fault_test.sh <path-to-srdma_soak>   (root: DPDK)
 set -u
@@ -101,12 +101,18 @@ rm -f "$tmp"/*.log
 # --- b. connections reset --------------------------------------------------------
 t=$SECONDS
 start_server reset=0.0005 --serve-until-idle 4 --stall 30
-t0=$(date +%s.%N)
 timeout 60 "$soak" -p "$port" --timeout 40 --report 0.5 -d 10 -n 4 --no-bye 127.0.0.1 \
   >"$tmp/client.log" 2>&1
 rc=$?
-took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+t_out=$(date +%s.%N)
 wait_server
+# From the first reset (the server's first lost connection, which it logs
+# with the time) to the client's exit: how long the client took to notice,
+# whatever the load made of the transfers before it.
+t_reset=$(grep -o 'lost before the end .*(at [0-9.]*)' "$tmp/server.log" |
+  grep -o '(at [0-9.]*)' | tr -d '(at )' | sort -n | head -1)
+[[ -n $t_reset ]] || die "reset: the server logged no lost connection"
+took=$(awk -v a="$t_reset" -v b="$t_out" 'BEGIN { printf "%.2f", b - a }')
 ((rc == 2)) || die "reset: client exit $rc (2 expected: a connection lost)"
 grep -q 'srdma_soak client: connection .*Connection reset by peer' "$tmp/client.log" ||
   die "reset: the client's lost connection does not say it was reset"
@@ -142,16 +148,23 @@ lost=0
 for ((i = 0; i < 120; ++i)); do
   lost=$(grep -c '; survived' "$tmp/server.log")
   ((lost >= 4 * kills)) && break
-  kill -0 "$server_pid" 2>/dev/null || die "kill: the server died ($lost lost connections logged)"
+  kill -0 "$server_pid" 2>/dev/null || break  # served until idle: judged below
   sleep 0.5
 done
-((lost >= 4 * kills)) || die "kill: $lost of $((4 * kills)) connections of dead clients logged as lost after 60 s"
 wait_server
-((server_rc == 0)) || die "kill: server exit $server_rc"
+((server_rc == 0)) || die "kill: server exit $server_rc ($lost lost connections logged)"
+# Every connection the server accepted is logged as lost. A client killed
+# while it connects may leave fewer than its 4 (a failed accept, or an MPA
+# exchange that never finished, which no application sees).
+read -r accepted lost < <(awk '/^SERVER SUMMARY/ { for (i = 1; i < NF; ++i) {
+  if ($i == "conns") c = $(i + 1); if ($i == "lost") l = $(i + 1) } } END { print c + 0, l + 0 }' \
+  "$tmp/server.log")
+((accepted >= 4 && lost == accepted)) ||
+  die "kill: $lost of the $accepted connections accepted from dead clients logged as lost"
 grep -q 'SERVER RESOURCES .* qps 0 mrs 0 conns 0 held frames 0 mbufs in use 0 .* back' "$tmp/server.log" ||
   die "kill: the server's resources are not back"
 grep -q 'SERVER SUMMARY .* mismatches 0 ' "$tmp/server.log" || die "kill: mismatches at the server"
-echo "ok   kill: $kills clients SIGKILLed, the server survived: $lost connections lost" \
+echo "ok   kill: $kills clients SIGKILLed, the server survived: $lost of $accepted connections lost" \
   "($(grep -c 'Connection reset by peer; survived' "$tmp/server.log") as reset, noticed" \
   "$(awk '/; survived/ { for (i = 1; i < NF; ++i) if ($i == "after") { s = $(i + 1)
          if (lo == "" || s < lo) lo = s; if (s > hi) hi = s } } END { printf "%s-%s", lo, hi }' \
