@@ -2,8 +2,9 @@
 # The Debian package, as an administrator meets it: built by CPack from this
 # build, installed with dpkg, used with nothing set (the provider found in
 # libfabric's own directory, the tools on PATH, Open MPI's parameter set by
-# name), then removed without a trace.
-# Fails, never skips.
+# name), then removed without a trace. Files it would replace (a
+# `cmake --install` of the provider, say) are put back afterwards; a softrdma
+# package already installed is refused, not replaced. Fails, never skips.
 #
 # usage: package_test.sh <build dir>
 set -uo pipefail
@@ -13,9 +14,16 @@ tmp=$(mktemp -d)
 fail() { echo "package_test: FAIL: $*" >&2; exit 1; }
 cleanup() {
   dpkg -r softrdma >/dev/null 2>&1
+  local f dst
+  while read -r f; do  # dpkg -r may have taken the emptied directories too
+    dst=${f#"$tmp/keep"}
+    mkdir -p "${dst%/*}" && cp -a "$f" "$dst"
+  done < <(find "$tmp/keep" -type f 2>/dev/null)
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+dpkg-query -W -f='${Status}' softrdma 2>/dev/null | grep -q "install ok installed" &&
+  fail "a softrdma package is installed on this host; package_test installs and removes its own, so remove it first"
 
 (cd "$build" && cpack -G DEB -B "$tmp" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; fail "cpack"; }
 deb=$(ls "$tmp"/softrdma_*.deb 2>/dev/null | head -1)
@@ -31,6 +39,12 @@ for d in libfabric1 librte-eal23 librte-net-memif23 librte-mempool-ring23; do
   grep -q "$d" <<<"$depends" || fail "Depends lacks $d: $depends"
 done
 
+# What the package would overwrite, kept to be put back at exit.
+mkdir -p "$tmp/keep"
+while read -r f; do
+  [[ -e $f ]] || continue
+  mkdir -p "$tmp/keep${f%/*}" && cp -a "$f" "$tmp/keep$f" || fail "cannot keep $f"
+done < <(awk '$1 ~ /^-/ { print substr($6, 2) }' <<<"$contents")
 dpkg -i "$deb" >"$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log"; fail "dpkg -i"; }
 dpkg -L softrdma | grep -qx "$provdir/libsoftrdma-fi.so" || fail "dpkg -L lacks the provider"
 
