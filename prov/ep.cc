@@ -9,6 +9,7 @@
 
 #include "prov/prov.h"
 #include "stack/common/settings.h"
+#include "stack/net/host_addr.h"
 
 namespace softrdma::prov {
 
@@ -114,18 +115,9 @@ ssize_t ep_cancel(fid_t, void*) { return -FI_ENOENT; }  // posted work only ends
 // The local address the kernel would send from to reach ip (on this host,
 // an own address is its own source).
 in_addr route_source(in_addr ip) {
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return ip;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr = ip;
-  a.sin_port = htons(9);  // any: a datagram socket's connect sends nothing
-  socklen_t len = sizeof(a);
-  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    a.sin_addr = ip;
-  ::close(s);
-  return a.sin_addr;
+  in_addr src = ip;
+  net::kernel_source_for(ip, &src);
+  return src;
 }
 
 // What the user named (the info's source), until there is a connection.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "prov/prov.h"
+#include "stack/net/rendezvous.h"
 
 namespace softrdma::prov {
 
@@ -29,6 +30,10 @@ int pep_bind(fid* f, fid* bf, uint64_t) {
   return 0;
 }
 
+bool unnamed(in_addr a) {
+  return a.s_addr == htonl(INADDR_ANY) || (ntohl(a.s_addr) >> 24) == 127;
+}
+
 int pep_listen(fid_pep* f) {
   auto* pep = from_fid<Pep>(f);
   std::lock_guard g(pep->core().mu);
@@ -39,6 +44,12 @@ int pep_listen(fid_pep* f) {
   const sockaddr_in bound = pep->core().engine->listen_addr(pep->listener);
   pep->elsewhere = bound.sin_addr.s_addr != pep->addr.sin_addr.s_addr;
   pep->addr.sin_port = bound.sin_port;
+  // Named nothing (wildcard, loopback) but answering on the host's own
+  // address too (the host path): peers elsewhere must be told that one, as
+  // the tcp provider names its interface's address.
+  if (unnamed(pep->addr.sin_addr) && !unnamed(bound.sin_addr) &&
+      !net::Rendezvous::is_virtual(bound.sin_addr))
+    pep->addr.sin_addr = bound.sin_addr;
   // Connection requests carry this info: its source is where we listen.
   std::free(pep->info->src_addr);
   pep->info->src_addr = std::malloc(sizeof(sockaddr_in));
@@ -86,7 +97,7 @@ fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), pep_setname, pep_getname, no_getpee
 }  // namespace
 
 sockaddr_in user_peer(const Pep* pep, const sockaddr_in& conn_peer) {
-  if (!pep->elsewhere) return conn_peer;
+  if (!pep->elsewhere || !net::Rendezvous::is_virtual(conn_peer.sin_addr)) return conn_peer;
   // The mesh reaches only processes on this host, which connect to the
   // listener's address (a wildcard one: at loopback) from that address.
   sockaddr_in a = pep->addr;

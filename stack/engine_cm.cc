@@ -77,7 +77,7 @@ int Engine::listen(const sockaddr_in& addr, int backlog, Listener** out) {
 
 sockaddr_in Engine::listen_addr(Listener* l) {
   ApiLock g(this);
-  return l->addr();
+  return transport_->listen_addr(l);
 }
 
 void Engine::close_listener(Listener* l) {

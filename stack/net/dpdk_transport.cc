@@ -14,14 +14,15 @@
 #include <set>
 #include <vector>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "stack/common/pass_clock.h"
 #include "stack/common/settings.h"
 #include "stack/net/dpdk/port.h"
 #include "stack/net/fault_link.h"
+#include "stack/net/host_path.h"
 #include "stack/net/lwip/lwip_transport.h"
-#include "stack/net/pcap_link.h"
 #include "stack/net/rendezvous.h"
 
 namespace softrdma::net {
@@ -32,12 +33,6 @@ namespace {
 bool debug() {
   static const bool on = settings::get_bool(settings::Id::kDebug);
   return on;
-}
-
-// Every port gets the optional decorators: faults nearest the wire, so a
-// capture shows what the stack received.
-std::unique_ptr<FrameLink> decorate(std::unique_ptr<FrameLink> port) {
-  return with_pcap_from_env(with_faults_from_env(std::move(port)));
 }
 
 in_addr netmask_of(int prefix) {
@@ -340,7 +335,7 @@ class Mesh {
     if (debug())
       std::fprintf(stderr, "softrdma[%d]: link to %d opened in %.1f ms\n", rv_.pid(), peer,
                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    std::shared_ptr<FrameLink> shared = decorate(std::move(port));
+    std::shared_ptr<FrameLink> shared = with_env_decorators(std::move(port));
     // Link addresses only need to differ within this process (100.64/10).
     in_addr link_ip{htonl(0x64400000u + ++link_seq_)};
     LwipLinkOptions lo;
@@ -388,7 +383,7 @@ bool open_configured_port(const DpdkTransportConfig& cfg) {
     }
     LwipLinkOptions lo;
     lo.default_link = true;
-    int id = LwipStack::get().add_link(decorate(std::move(port)), cfg.addr,
+    int id = LwipStack::get().add_link(with_env_decorators(std::move(port)), cfg.addr,
                                        netmask_of(cfg.prefix), cfg.gateway, lo);
     return id >= 0;
   }();
@@ -408,24 +403,41 @@ class DpdkTransport : public Transport {
   const char* name() const override { return "dpdk"; }
 
   // Listeners bind this process's own address; in the mesh their port is
-  // reserved host-wide and published, so 127.0.0.1:port finds them.
+  // reserved host-wide and published, so 127.0.0.1:port finds them. A mesh
+  // listener also answers on the host's own address of the interfaces it
+  // names (host_listen_ifaces): lwIP then listens on every address.
   int listen(const sockaddr_in& addr, int backlog, Listener** out) override {
     sockaddr_in a = addr;
     a.sin_addr = self_;
     uint16_t port = ntohs(addr.sin_port);
+    std::vector<HostClaim> claims;
     if (mesh_) {
       if (int rc = mesh_->publish(&port); rc < 0) return rc;
       a.sin_port = htons(port);
+      if (int rc = claim_host_ports(addr.sin_addr, port, &claims); rc < 0) {
+        mesh_->withdraw(port);
+        return rc;
+      }
+      if (!claims.empty()) a.sin_addr.s_addr = htonl(INADDR_ANY);
     }
     int rc = inner_->listen(a, backlog, out);
     if (mesh_) {
       if (rc < 0) {
         mesh_->withdraw(port);
+        for (const HostClaim& c : claims) HostPath::release(c);
       } else {
         published_[*out] = port;
+        if (!claims.empty()) host_listeners_[*out] = std::move(claims);
       }
     }
     return rc;
+  }
+
+  sockaddr_in listen_addr(Listener* l) const override {
+    sockaddr_in a = l->addr();
+    if (auto it = host_listeners_.find(l); it != host_listeners_.end())
+      a.sin_addr = it->second.front().addr;  // the host's address, as peers name it
+    return a;
   }
 
   void close_listener(Listener* l) override {
@@ -433,13 +445,21 @@ class DpdkTransport : public Transport {
       mesh_->withdraw(it->second);
       published_.erase(it);
     }
+    if (auto it = host_listeners_.find(l); it != host_listeners_.end()) {
+      for (const HostClaim& c : it->second) HostPath::release(c);
+      host_listeners_.erase(it);
+    }
     inner_->close_listener(l);
   }
 
+  // On the mesh a peer on this host is reached over its memif link; one
+  // elsewhere over the host path on the interface the kernel's route picks.
   int connect(const sockaddr_in& peer, StreamConn** out) override {
     sockaddr_in a = peer;
     if (mesh_) {
-      if (int rc = mesh_->resolve(peer.sin_addr, ntohs(peer.sin_port), &a.sin_addr); rc < 0) {
+      int rc = mesh_->resolve(peer.sin_addr, ntohs(peer.sin_port), &a.sin_addr);
+      if (rc == -ENETUNREACH) return host_connect(peer, out);
+      if (rc < 0) {
         if (debug()) {
           char ip[INET_ADDRSTRLEN];
           ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
@@ -448,12 +468,19 @@ class DpdkTransport : public Transport {
         }
         return rc;
       }
-      if (int rc = mesh_->ensure_link(Rendezvous::pid_of(a.sin_addr)); rc < 0) return rc;
+      if (rc = mesh_->ensure_link(Rendezvous::pid_of(a.sin_addr)); rc < 0) return rc;
     }
     return inner_->connect(a, out);
   }
 
-  void release(StreamConn* c) override { inner_->release(c); }
+  void release(StreamConn* c) override {
+    if (auto it = host_conns_.find(c); it != host_conns_.end()) {
+      HostPath::release(it->second);
+      host_conns_.erase(it);
+    }
+    inner_->release(c);
+  }
+
 
   int poll(TransportEvents& ev, int timeout_us) override {
     // Peers asking for links: a recv() on the rendezvous socket, so once a
@@ -497,12 +524,87 @@ class DpdkTransport : public Transport {
   void set_receiver(TransportEvents* owner) override { inner_->set_receiver(owner); }
 
  private:
+  // The interfaces a mesh listener on ip also answers on: the interface of
+  // a host address it names; for a wildcard or loopback one (what a user
+  // who names nothing gets), those marked for softrdma (host_path_ifaces).
+  static std::vector<HostIface> host_listen_ifaces(in_addr ip, bool* named) {
+    *named = ip.s_addr != htonl(INADDR_ANY) && (ntohl(ip.s_addr) >> 24) != 127;
+    if (!*named) return host_path_ifaces();
+    std::string unused;
+    std::optional<HostIface> h = host_route_to(ip, &unused);
+    if (!h || h->addr.s_addr != ip.s_addr) return {};  // not a host address: the mesh's
+    return {*h};
+  }
+
+  // Opens the host path on those interfaces and holds port there. A named
+  // address fails the listen when its interface cannot be served; marked
+  // interfaces that cannot are reported and skipped.
+  int claim_host_ports(in_addr ip, uint16_t port, std::vector<HostClaim>* claims) {
+    bool named = false;
+    for (const HostIface& h : host_listen_ifaces(ip, &named)) {
+      std::string err;
+      HostClaim c;
+      int rc = HostPath::open(h, &err);
+      if (rc == 0) rc = HostPath::claim(h, port, &c, &err);
+      if (rc == 0) {
+        claims->push_back(c);
+        continue;
+      }
+      std::fprintf(stderr, "softrdma: listening on %s port %u: %s\n", h.name.c_str(), port,
+                   err.c_str());
+      if (named) {
+        for (const HostClaim& k : *claims) HostPath::release(k);
+        claims->clear();
+        return rc;
+      }
+    }
+    return 0;
+  }
+
+  // A peer on another host: over the host path on the kernel's route to it,
+  // from a port held in the kernel on that interface's address.
+  int host_connect(const sockaddr_in& peer, StreamConn** out) {
+    std::string err;
+    std::optional<HostIface> h = host_route_to(peer.sin_addr, &err);
+    HostClaim c;
+    int rc = h ? HostPath::open(*h, &err) : -ENETUNREACH;
+    if (rc == 0) rc = HostPath::claim(*h, 0, &c, &err);
+    if (rc == 0 && h->gateway.s_addr != 0) rc = host_route(*h, peer.sin_addr, &err);
+    if (rc < 0) {
+      char ip[INET_ADDRSTRLEN];
+      ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+      std::fprintf(stderr, "softrdma: connect to %s:%u: %s\n", ip, ntohs(peer.sin_port),
+                   err.c_str());
+      if (c.port) HostPath::release(c);
+      return rc;
+    }
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    local.sin_addr = c.addr;
+    local.sin_port = htons(c.port);
+    rc = inner_->connect_from(local, peer, out);
+    if (rc < 0) {
+      HostPath::release(c);
+      return rc;
+    }
+    host_conns_[*out] = c;
+    return 0;
+  }
+
+  static int host_route(const HostIface& h, in_addr dest, std::string* err) {
+    int rc = HostPath::route_via_gateway(h, dest);
+    if (rc < 0) *err = "route via the gateway of " + h.name + ": " + std::strerror(-rc);
+    return rc;
+  }
+
   static constexpr int64_t kServeIntervalNs = 1'000'000;
   int64_t last_serve_ = 0;
   std::unique_ptr<Transport> inner_;
   Mesh* mesh_;
   in_addr self_;
   std::map<Listener*, uint16_t> published_;
+  std::map<Listener*, std::vector<HostClaim>> host_listeners_;
+  std::map<StreamConn*, HostClaim> host_conns_;
 };
 
 }  // namespace

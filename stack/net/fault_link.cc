@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "stack/common/settings.h"
+#include "stack/net/pcap_link.h"
 
 namespace softrdma::net {
 namespace {
@@ -252,6 +253,10 @@ FaultCounters fault_totals() {
 FaultCounters fault_counters(const FrameLink& link) {
   if (const auto* f = dynamic_cast<const FaultLink*>(&link)) return f->counters_now();
   return {};
+}
+
+std::unique_ptr<FrameLink> with_env_decorators(std::unique_ptr<FrameLink> port) {
+  return with_pcap_from_env(with_faults_from_env(std::move(port)));
 }
 
 }  // namespace softrdma::net

@@ -41,6 +41,10 @@ std::unique_ptr<FrameLink> with_faults(std::unique_ptr<FrameLink> inner, const F
 // (the engine has refused it already: settings::check_env).
 std::unique_ptr<FrameLink> with_faults_from_env(std::unique_ptr<FrameLink> inner);
 
+// Every port's optional decorators from the environment: faults nearest the
+// wire, so that a capture (FI_SOFTRDMA_PCAP) shows what the stack received.
+std::unique_ptr<FrameLink> with_env_decorators(std::unique_ptr<FrameLink> port);
+
 // What a link made by with_faults injected so far; zeros for other links.
 FaultCounters fault_counters(const FrameLink& link);
 // Everything injected in this process so far, links gone included.

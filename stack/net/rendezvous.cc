@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "stack/common/settings.h"
+#include "stack/net/port_reserve.h"
 
 namespace softrdma::net {
 
@@ -110,23 +111,6 @@ class OwnFiles {
   std::mutex mu_;
   std::map<std::string, pid_t> paths_;
 };
-
-// Binds the reservation socket s to a: 0 or -errno.
-int bind_reserving(int s, const sockaddr_in& a) {
-  const auto* sa = reinterpret_cast<const sockaddr*>(&a);
-  if (::bind(s, sa, sizeof(a)) == 0) return 0;
-  if (errno != EADDRINUSE || a.sin_port == 0) return -errno;
-  // Perhaps only connections in TIME-WAIT hold the port (a kernel TCP server
-  // on it just closed them): SO_REUSEADDR binds past those, never past a
-  // socket in use. It goes off again at once so that the port stays ours: a
-  // later SO_REUSEADDR bind conflicts with a socket that lacks it. (Not on
-  // the first try: a bind with it would let such binds share a free port.)
-  const int on = 1, off = 0;
-  if (::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0) return -errno;
-  if (::bind(s, sa, sizeof(a)) != 0) return -errno;
-  ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &off, sizeof(off));
-  return 0;
-}
 
 // The pid a run-directory entry belongs to: <pid>.ctl, <pid>.memif,
 // port-<n>.tmp<pid>, or port-<n>, whose content is its publisher's pid.

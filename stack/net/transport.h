@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <sys/uio.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -120,6 +121,15 @@ class Transport {
   virtual void close_listener(Listener* l) = 0;
   // Starts a connection; on_connected reports the outcome.
   virtual int connect(const sockaddr_in& peer, StreamConn** out) = 0;
+  // As connect, from local (address and port; the caller holds the port).
+  // Transports that cannot choose their source refuse (-EOPNOTSUPP).
+  virtual int connect_from(const sockaddr_in& /*local*/, const sockaddr_in& /*peer*/,
+                           StreamConn** /*out*/) {
+    return -EOPNOTSUPP;
+  }
+  // The address a listener answers on as peers should name it (its bound
+  // one unless the transport listens on several).
+  virtual sockaddr_in listen_addr(Listener* l) const { return l->addr(); }
   // Frees a connection object after close()/abort(); no callbacks follow.
   virtual void release(StreamConn* c) = 0;
 

@@ -340,6 +340,16 @@ Conn* TransportImpl::adopt(tcp_pcb* newpcb, ListenerImpl* /*l*/) {
 }
 
 int TransportImpl::connect(const sockaddr_in& peer, StreamConn** out) {
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  // The source address applies to destinations reached over links; 127/8
+  // is answered from 127.0.0.1 (lwIP's loopback interface), as on Linux.
+  if ((ntohl(peer.sin_addr.s_addr) >> 24) != 127) local.sin_addr = options_.source;
+  return connect_from(local, peer, out);
+}
+
+int TransportImpl::connect_from(const sockaddr_in& local, const sockaddr_in& peer,
+                                StreamConn** out) {
   if (out == nullptr) return -EINVAL;
   Locked g;
   tcp_pcb* pcb = tcp_new();
@@ -350,12 +360,10 @@ int TransportImpl::connect(const sockaddr_in& peer, StreamConn** out) {
   c->attach();
   c->peer_ = peer;
   err_t e = ERR_OK;
-  // The source address applies to destinations reached over links; 127/8
-  // is answered from 127.0.0.1 (lwIP's loopback interface), as on Linux.
-  if (options_.source.s_addr != 0 && (ntohl(peer.sin_addr.s_addr) >> 24) != 127) {
+  if (local.sin_addr.s_addr != 0 || local.sin_port != 0) {
     ip_addr_t src;
-    ip_addr_set_ip4_u32(&src, options_.source.s_addr);
-    e = tcp_bind(pcb, &src, 0);
+    ip_addr_set_ip4_u32(&src, local.sin_addr.s_addr);
+    e = tcp_bind(pcb, &src, ntohs(local.sin_port));
   }
   if (e == ERR_OK) {
     pcb->rto = static_cast<s16_t>(kInitialRtoMs / TCP_SLOW_INTERVAL);

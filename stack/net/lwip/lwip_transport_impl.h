@@ -340,6 +340,7 @@ class TransportImpl final : public Transport {
   int listen(const sockaddr_in& addr, int backlog, Listener** out) override;
   void close_listener(Listener* l) override;
   int connect(const sockaddr_in& peer, StreamConn** out) override;
+  int connect_from(const sockaddr_in& local, const sockaddr_in& peer, StreamConn** out) override;
   void release(StreamConn* c) override;
   int poll(TransportEvents& ev, int timeout_us) override;
   void wake() override;
