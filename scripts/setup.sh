@@ -10,6 +10,7 @@ PKGS=(
   tshark iproute2 ethtool
   libfabric-dev libfabric-bin
   libdpdk-dev dpdk
+  libbpf-dev libxdp-dev clang-14
   libisal-dev libsodium-dev
   liblwip-dev
   openmpi-bin libopenmpi-dev

@@ -492,6 +492,10 @@ class DpdkTransport : public Transport {
         last_serve_ = now;
         mesh_->serve();
       }
+      if (now - last_sweep_ >= kSweepIntervalNs) {
+        last_sweep_ = now;
+        HostPath::sweep();  // host ports lwIP has finished with
+      }
     }
     return inner_->poll(ev, timeout_us);
   }
@@ -598,7 +602,9 @@ class DpdkTransport : public Transport {
   }
 
   static constexpr int64_t kServeIntervalNs = 1'000'000;
+  static constexpr int64_t kSweepIntervalNs = 100'000'000;
   int64_t last_serve_ = 0;
+  int64_t last_sweep_ = 0;
   std::unique_ptr<Transport> inner_;
   Mesh* mesh_;
   in_addr self_;

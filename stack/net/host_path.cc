@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include "stack/net/dpdk/port.h"
@@ -30,9 +31,11 @@ struct Link {
 
 std::mutex g_mu;
 std::map<std::string, Link> g_links;
-std::map<std::pair<std::string, uint16_t>, PortReservation> g_claims;
+using ClaimKey = std::pair<std::string, uint16_t>;
+std::map<ClaimKey, PortReservation> g_claims;
+std::set<ClaimKey> g_released;  // held until lwIP is done with the port
 int g_next_vdev = 0;
-constexpr uint32_t kXdpMbufs = 4096;
+constexpr uint32_t kXdpMbufs = 8192;
 
 // Receive queues of ifname (/sys/class/net/X/queues/rx-N).
 int rx_queues(const std::string& ifname) {
@@ -121,6 +124,10 @@ int HostPath::claim(const HostIface& iface, uint16_t port, HostClaim* out, std::
     *error = "no softrdma port on " + iface.name;
     return -ENODEV;
   }
+  if (port != 0 && g_released.erase({iface.name, port})) {  // ours still: use it again
+    *out = HostClaim{iface.name, iface.addr, port};
+    return 0;
+  }
   char ip[INET_ADDRSTRLEN];
   ::inet_ntop(AF_INET, &iface.addr, ip, sizeof(ip));
   PortReservation r;
@@ -140,8 +147,20 @@ int HostPath::claim(const HostIface& iface, uint16_t port, HostClaim* out, std::
 
 void HostPath::release(const HostClaim& c) {
   std::lock_guard g(g_mu);
-  if (auto it = g_links.find(c.iface); it != g_links.end()) it->second.steer->remove(c.port);
-  g_claims.erase({c.iface, c.port});
+  if (g_claims.count({c.iface, c.port})) g_released.insert({c.iface, c.port});
+}
+
+void HostPath::sweep() {
+  std::lock_guard g(g_mu);
+  for (auto it = g_released.begin(); it != g_released.end();) {
+    if (LwipStack::get().local_port_in_use(it->second)) {
+      ++it;
+      continue;
+    }
+    if (auto l = g_links.find(it->first); l != g_links.end()) l->second.steer->remove(it->second);
+    g_claims.erase(*it);
+    it = g_released.erase(it);
+  }
 }
 
 int HostPath::route_via_gateway(const HostIface& iface, in_addr dest) {

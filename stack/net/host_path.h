@@ -30,7 +30,12 @@ class HostPath {
   // Holds iface's address and port (0: one the kernel picks) and steers it
   // (open() first). 0 or -errno, with the reason in *error.
   static int claim(const HostIface& iface, uint16_t port, HostClaim* out, std::string* error);
+  // The claim's user is done with it; the port stays held and steered
+  // while lwIP still has a connection on it (closing, TIME-WAIT, or accepted
+  // from a listener that closed): segments for it must not reach the kernel,
+  // which would reset them. sweep() lets such ports go.
   static void release(const HostClaim& c);
+  static void sweep();
   // Sends dest over iface's link to iface's gateway (dest is off-link).
   static int route_via_gateway(const HostIface& iface, in_addr dest);
 };

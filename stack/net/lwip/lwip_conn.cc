@@ -429,6 +429,16 @@ int Stack::reset_connections_to(in_addr peer) {
   return n;
 }
 
+bool Stack::local_port_in_use(uint16_t port) const {
+  for (const tcp_pcb* p = tcp_active_pcbs; p != nullptr; p = p->next)
+    if (p->local_port == port) return true;
+  for (const tcp_pcb* p = tcp_tw_pcbs; p != nullptr; p = p->next)
+    if (p->local_port == port) return true;
+  for (const tcp_pcb_listen* p = tcp_listen_pcbs.listen_pcbs; p != nullptr; p = p->next)
+    if (p->local_port == port) return true;
+  return false;
+}
+
 void Stack::linger(std::unique_ptr<Conn> c) {
   Conn* raw = c.get();
   lingering_.emplace(raw, std::move(c));

@@ -386,6 +386,11 @@ int LwipStack::reset_connections_to(in_addr peer) {
   return Stack::get().reset_connections_to(peer);
 }
 
+bool LwipStack::local_port_in_use(uint16_t port) const {
+  Locked g;
+  return Stack::get().local_port_in_use(port);
+}
+
 void LwipStack::sync_link_states() {
   Locked g;
   Stack::get().check_link_states();

@@ -89,6 +89,9 @@ class LwipStack {
   // one still connecting, as the kernel reports a dead local process's
   // sockets. For a peer known to be gone. Returns how many.
   int reset_connections_to(in_addr peer);
+  // Whether a connection (TIME-WAIT included) or listener still uses the
+  // local TCP port (host byte order): the host path holds it till then.
+  bool local_port_in_use(uint16_t port) const;
 
   // Sends traffic for dest/prefix_len out of link_id, to the neighbour via
   // (0.0.0.0: dest itself is on the link, as on a point-to-point link).

@@ -242,6 +242,7 @@ class Stack {
                const LwipLinkOptions& opt);
   int remove_link(int id);
   int reset_connections_to(in_addr peer);
+  bool local_port_in_use(uint16_t port) const;
   int add_route(in_addr dest, int prefix, int link_id, in_addr via);
   int remove_route(in_addr dest, int prefix);
   LwipCounters counters() const;

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# fi_pingpong across two hosts as users run it: two network namespaces on a
+# bridge, each with its kernel address on its one interface (10.N.0.1/24 and
+# .2/24) and a /run of its own, as real hosts have. The server runs in host
+# A, the client in host B is given A's kernel address exactly as with
+# `-p tcp`, and no FI_SOFTRDMA_* variable is set (only FI_PROVIDER_PATH).
+# The one set-up step is the administrator's mark on each interface
+# (`ip link set dev IF alias softrdma`, see README "Across hosts").
+#
+# Asserts, for -e msg at 8 B, 64 KiB and 1 MiB with data checks (-c), and
+# -e rdm through softrdma;ofi_rxm:
+#  - both ends pass;
+#  - the data took the bypass path: each interface's XDP program redirected
+#    (ethtool -S: rx_queue_0_xdp_redirect) at least the frames the payload
+#    needs, while each host's kernel TCP (/proc/net/snmp OutSegs) sent far
+#    fewer segments than that (its out-of-band socket only);
+#  - the kernel's own TCP on another port (an echo server in A, as ssh
+#    would be) answers B throughout.
+# Everything it creates (namespaces, bridge, veths, temp dir) goes at exit.
+# usage: hosts_test.sh <dir with libsoftrdma-fi.so> [iterations]
+# Needs root. Fails, never skips.
+set -uo pipefail
+prov=${1:?usage: hosts_test.sh <prov dir> [iterations]}
+iters=${2:-1000}
+fail() { echo "hosts_test: FAIL: $*" >&2; exit 1; }
+
+[[ $(id -u) == 0 ]] || fail "needs root (network namespaces, veth, AF_XDP)"
+for tool in ip ethtool fi_pingpong unshare timeout awk python3; do
+  command -v "$tool" >/dev/null 2>&1 || fail "$tool not installed"
+done
+[[ -f $prov/libsoftrdma-fi.so ]] || fail "no $prov/libsoftrdma-fi.so"
+
+id=$$
+hosts=("hhA$id" "hhB$id")
+br=hhbr$id
+ports=("hha$id" "hhb$id")  # the bridge's ends of the hosts' veths
+iface=eth1                 # each host's one interface
+net=""
+for r in $(seq 99 254) $(seq 20 98); do  # a subnet no interface here uses
+  ip -4 -o addr show | grep -q " 10\.$r\.0\." && continue
+  ip -4 route show | grep -q "^10\.$r\.0\." && continue
+  net=10.$r.0; break
+done
+[[ -n $net ]] || fail "no free 10.x.0.0/24 subnet"
+addr=("$net.1" "$net.2")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hosts_test.XXXXXX") || fail "mktemp"
+
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+  for h in "${hosts[@]}"; do
+    mapfile -t pids < <(ip netns pids "$h" 2>/dev/null)
+    ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
+  done
+  for h in "${hosts[@]}"; do ip netns del "$h" 2>/dev/null; done  # takes the veths
+  ip link del "$br" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'fail interrupted' INT TERM
+
+# --- the hosts ----------------------------------------------------------------
+ip link add "$br" type bridge || fail "cannot create bridge $br"
+ip link set "$br" up || fail "$br up"
+for i in 0 1; do
+  h=${hosts[$i]}
+  ip netns add "$h" || fail "ip netns add $h"
+  ip -n "$h" link set lo up || fail "lo up in $h"
+  ip netns exec "$h" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+    net.ipv6.conf.default.disable_ipv6=1 || fail "sysctl in $h"
+  ip link add "${ports[$i]}" type veth peer name "$iface" netns "$h" || fail "veth of $h"
+  ip link set "${ports[$i]}" master "$br" up || fail "${ports[$i]} into $br"
+  ip -n "$h" addr add "${addr[$i]}/24" dev "$iface" || fail "address in $h"
+  ip -n "$h" link set "$iface" up || fail "$iface up in $h"
+  ip -n "$h" link set dev "$iface" alias softrdma || fail "marking $iface in $h"
+done
+
+# A command on host i: its namespace, a /run of its own (hosts share no
+# files), and an environment with nothing but the provider's path.
+on_host() {
+  local i=$1; shift
+  ip netns exec "${hosts[$i]}" unshare -m sh -c 'mount -t tmpfs tmpfs /run && exec "$@"' sh \
+    env -i PATH="$PATH" FI_PROVIDER_PATH="$prov" "$@"
+}
+redirected() {  # host: frames its XDP program sent to softrdma so far
+  ip netns exec "${hosts[$1]}" ethtool -S "$iface" |
+    awk -F': *' '/rx_queue_[0-9]+_xdp_redirect/ { n += $2 } END { print n + 0 }'
+}
+out_segs() {  # host: the kernel's TCP segments sent so far
+  # shellcheck disable=SC2016  # awk's $ fields
+  ip netns exec "${hosts[$1]}" awk '
+    $1 == "Tcp:" && !hdr { for (i = 2; i <= NF; ++i) col[$i] = i; hdr = 1; next }
+    $1 == "Tcp:" && hdr { print $col["OutSegs"]; exit }' /proc/net/snmp
+}
+
+# The kernel's own TCP on A (ssh's stand-in): an echo server, asked by B
+# every 0.2 s while the runs go on.
+on_host 0 python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 2222)); s.listen(8)
+while True:
+    c, _ = s.accept(); c.sendall(c.recv(64)); c.close()' >"$tmp/echo.log" 2>&1 &
+for _ in $(seq 50); do  # listening before B starts asking
+  ip netns exec "${hosts[0]}" ss -Hltn 'sport = :2222' | grep -q . && break
+  sleep 0.1
+done
+on_host 1 python3 -c '
+import socket, sys, time
+ok = bad = 0
+for _ in range(100000):
+    try:
+        with socket.create_connection((sys.argv[1], 2222), timeout=2) as c:
+            c.sendall(b"ping"); ok += c.recv(64) == b"ping"
+    except OSError as e:
+        bad += 1; print("echo:", e, flush=True)
+    print(f"ok={ok} bad={bad}", file=open(sys.argv[2], "w"), flush=True)
+    time.sleep(0.2)' "${addr[0]}" "$tmp/echo.count" >>"$tmp/echo.log" 2>&1 &
+
+# --- the runs -------------------------------------------------------------------
+# pingpong <name> <provider> <ep> <size> <iterations>
+pingpong() {
+  local name=$1 p=$2 ep=$3 size=$4 n=$5
+  local r0 r1 s0 s1
+  r0=$(redirected 0) r1=$(redirected 1) s0=$(out_segs 0) s1=$(out_segs 1)
+  on_host 0 timeout 240 fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c \
+    >"$tmp/$name.srv" 2>&1 &
+  local srv=$! ok=0
+  for _ in $(seq 50); do  # the server's control socket appears when it is ready
+    if on_host 1 timeout 240 fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c "${addr[0]}" \
+        >"$tmp/$name.cli" 2>&1; then
+      ok=1; break
+    fi
+    grep -q "Connection refused\|ctrl/connect" "$tmp/$name.cli" || break
+    sleep 0.2
+  done
+  wait $srv || ok=0
+  echo "--- $name: client"; cat "$tmp/$name.cli"; echo "--- $name: server"; cat "$tmp/$name.srv"
+  ((ok)) || fail "$name: fi_pingpong -p '$p' -e $ep -S $size between the hosts"
+  # Each way: n messages of size (ofi_rxm adds little); a full frame carries
+  # about 1448 octets of payload.
+  local bytes=$((n * size)) need
+  need=$((bytes / 1448))
+  local dr0=$(($(redirected 0) - r0)) dr1=$(($(redirected 1) - r1))
+  local ds0=$(($(out_segs 0) - s0)) ds1=$(($(out_segs 1) - s1))
+  echo "$name: XDP redirected A=$dr0 B=$dr1 frames (payload needs >= $need); kernel TCP OutSegs A=$ds0 B=$ds1"
+  ((dr0 >= need && dr1 >= need && dr0 >= n && dr1 >= n)) ||
+    fail "$name: the bypass path carried too few frames (A $dr0, B $dr1; payload needs $need)"
+  # The out-of-band socket's few segments per run, and the echo's 5 a second.
+  if ((need > 1000)); then
+    ((ds0 < need / 10 && ds1 < need / 10)) ||
+      fail "$name: kernel TCP sent $ds0 (A) / $ds1 (B) segments: the payload went through the kernel"
+  fi
+}
+
+pingpong msg8 softrdma msg 8 "$iters"
+pingpong msg64k softrdma msg 65536 "$iters"
+pingpong msg1m softrdma msg 1048576 $(((iters + 9) / 10))
+pingpong rdm8 "softrdma;ofi_rxm" rdm 8 "$iters"
+pingpong rdm64k "softrdma;ofi_rxm" rdm 65536 $(((iters + 9) / 10))
+
+read -r echo_state <"$tmp/echo.count" 2>/dev/null || echo_state="none"
+echo "kernel echo (port 2222, A <- B) during the runs: $echo_state"
+if ! [[ $echo_state =~ ^ok=([0-9]+)\ bad=0$ ]] || ((BASH_REMATCH[1] == 0)); then
+  cat "$tmp/echo.log"
+  fail "the kernel's own TCP between the hosts broke: $echo_state"
+fi
+echo "hosts_test: PASS"
