@@ -24,63 +24,10 @@ prov=${1:?usage: hosts_test.sh <prov dir> [iterations]}
 iters=${2:-1000}
 fail() { echo "hosts_test: FAIL: $*" >&2; exit 1; }
 
-[[ $(id -u) == 0 ]] || fail "needs root (network namespaces, veth, AF_XDP)"
-for tool in ip ethtool fi_pingpong unshare timeout awk python3; do
-  command -v "$tool" >/dev/null 2>&1 || fail "$tool not installed"
-done
-[[ -f $prov/libsoftrdma-fi.so ]] || fail "no $prov/libsoftrdma-fi.so"
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=fi-tests/hosts_lib.sh
+source "$here/hosts_lib.sh"
 
-id=$$
-hosts=("hhA$id" "hhB$id")
-br=hhbr$id
-ports=("hha$id" "hhb$id")  # the bridge's ends of the hosts' veths
-iface=eth1                 # each host's one interface
-net=""
-for r in $(seq 99 254) $(seq 20 98); do  # a subnet no interface here uses
-  ip -4 -o addr show | grep -q " 10\.$r\.0\." && continue
-  ip -4 route show | grep -q "^10\.$r\.0\." && continue
-  net=10.$r.0; break
-done
-[[ -n $net ]] || fail "no free 10.x.0.0/24 subnet"
-addr=("$net.1" "$net.2")
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/hosts_test.XXXXXX") || fail "mktemp"
-
-# shellcheck disable=SC2317  # invoked by the EXIT trap
-cleanup() {
-  for h in "${hosts[@]}"; do
-    mapfile -t pids < <(ip netns pids "$h" 2>/dev/null)
-    ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
-  done
-  for h in "${hosts[@]}"; do ip netns del "$h" 2>/dev/null; done  # takes the veths
-  ip link del "$br" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'fail interrupted' INT TERM
-
-# --- the hosts ----------------------------------------------------------------
-ip link add "$br" type bridge || fail "cannot create bridge $br"
-ip link set "$br" up || fail "$br up"
-for i in 0 1; do
-  h=${hosts[$i]}
-  ip netns add "$h" || fail "ip netns add $h"
-  ip -n "$h" link set lo up || fail "lo up in $h"
-  ip netns exec "$h" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-    net.ipv6.conf.default.disable_ipv6=1 || fail "sysctl in $h"
-  ip link add "${ports[$i]}" type veth peer name "$iface" netns "$h" || fail "veth of $h"
-  ip link set "${ports[$i]}" master "$br" up || fail "${ports[$i]} into $br"
-  ip -n "$h" addr add "${addr[$i]}/24" dev "$iface" || fail "address in $h"
-  ip -n "$h" link set "$iface" up || fail "$iface up in $h"
-  ip -n "$h" link set dev "$iface" alias softrdma || fail "marking $iface in $h"
-done
-
-# A command on host i: its namespace, a /run of its own (hosts share no
-# files), and an environment with nothing but the provider's path.
-on_host() {
-  local i=$1; shift
-  ip netns exec "${hosts[$i]}" unshare -m sh -c 'mount -t tmpfs tmpfs /run && exec "$@"' sh \
-    env -i PATH="$PATH" FI_PROVIDER_PATH="$prov" "$@"
-}
 redirected() {  # host: frames its XDP program sent to softrdma so far
   ip netns exec "${hosts[$1]}" ethtool -S "$iface" |
     awk -F': *' '/rx_queue_[0-9]+_xdp_redirect/ { n += $2 } END { print n + 0 }'
@@ -122,18 +69,8 @@ pingpong() {
   local name=$1 p=$2 ep=$3 size=$4 n=$5
   local r0 r1 s0 s1
   r0=$(redirected 0) r1=$(redirected 1) s0=$(out_segs 0) s1=$(out_segs 1)
-  on_host 0 timeout 240 fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c \
-    >"$tmp/$name.srv" 2>&1 &
-  local srv=$! ok=0
-  for _ in $(seq 50); do  # the server's control socket appears when it is ready
-    if on_host 1 timeout 240 fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c "${addr[0]}" \
-        >"$tmp/$name.cli" 2>&1; then
-      ok=1; break
-    fi
-    grep -q "Connection refused\|ctrl/connect" "$tmp/$name.cli" || break
-    sleep 0.2
-  done
-  wait $srv || ok=0
+  local ok=1
+  run_pingpong "$name" "$p" "$ep" "$size" "$n" || ok=0
   echo "--- $name: client"; cat "$tmp/$name.cli"; echo "--- $name: server"; cat "$tmp/$name.srv"
   ((ok)) || fail "$name: fi_pingpong -p '$p' -e $ep -S $size between the hosts"
   # Each way: n messages of size (ofi_rxm adds little); a full frame carries
