@@ -528,16 +528,15 @@ class DpdkTransport : public Transport {
   void set_receiver(TransportEvents* owner) override { inner_->set_receiver(owner); }
 
  private:
-  // The interfaces a mesh listener on ip also answers on: the interface of
-  // a host address it names; for a wildcard or loopback one (what a user
-  // who names nothing gets), those marked for softrdma (host_path_ifaces).
+  // The interfaces a mesh listener on ip also answers on, among those marked
+  // for softrdma (host_path_ifaces): all of them for a wildcard or loopback
+  // listener (what a user who names nothing gets), the one that has ip for
+  // a listener on a host address. Unmarked, a host keeps the mesh alone.
   static std::vector<HostIface> host_listen_ifaces(in_addr ip, bool* named) {
     *named = ip.s_addr != htonl(INADDR_ANY) && (ntohl(ip.s_addr) >> 24) != 127;
-    if (!*named) return host_path_ifaces();
-    std::string unused;
-    std::optional<HostIface> h = host_route_to(ip, &unused);
-    if (!h || h->addr.s_addr != ip.s_addr) return {};  // not a host address: the mesh's
-    return {*h};
+    std::vector<HostIface> out = host_path_ifaces();
+    if (*named) std::erase_if(out, [ip](const HostIface& h) { return h.addr.s_addr != ip.s_addr; });
+    return out;
   }
 
   // Opens the host path on those interfaces and holds port there. A named
@@ -570,6 +569,11 @@ class DpdkTransport : public Transport {
   int host_connect(const sockaddr_in& peer, StreamConn** out) {
     std::string err;
     std::optional<HostIface> h = host_route_to(peer.sin_addr, &err);
+    if (h && !host_path_allowed(h->name)) {
+      err = h->name + " is not marked for softrdma's host path (ip link set dev " + h->name +
+            " alias softrdma)";
+      h.reset();
+    }
     HostClaim c;
     int rc = h ? HostPath::open(*h, &err) : -ENETUNREACH;
     if (rc == 0) rc = HostPath::claim(*h, 0, &c, &err);
