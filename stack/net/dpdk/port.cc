@@ -87,6 +87,7 @@ rte_mempool* ensure_pool(const PortOptions& o, std::string* why) {
       *why = "mbuf data room too large: " + std::to_string(room);
       return nullptr;
     }
+    if (&pool == &g_xdp_pool) return pool.mp = create_xdp_pool(pool.name, mbufs, cache, need, why);
     const uint16_t size = static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM);
     pool.mp = rte_pktmbuf_pool_create_by_ops(pool.name, mbufs, cache, kFramePrivSize, size,
                                              SOCKET_ID_ANY, pool.ops);

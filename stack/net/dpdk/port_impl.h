@@ -117,4 +117,9 @@ class DpdkPortImpl final : public DpdkPort {
   std::atomic<uint64_t> rx_linearized_{0}, rx_oversize_{0}, rx_bad_checksum_{0}, tx_retries_{0};
 };
 
+// The af_xdp ports' pool: objects that tile the pages (xdp_pool.cc).
+// room: the frame octets each mbuf must hold after its headroom.
+rte_mempool* create_xdp_pool(const char* name, uint32_t mbufs, uint32_t cache, uint32_t room,
+                             std::string* why);
+
 }  // namespace softrdma::net::dpdk_port
