@@ -83,9 +83,9 @@ int HostPath::open(const HostIface& iface, std::string* error) {
   o.devargs = "net_af_xdp" + std::to_string(100 + g_next_vdev++) + ",iface=" + iface.name +
               ",start_queue=0,queue_count=1,busy_budget=0,xdp_prog=" + xdp_steer_program();
   o.mtu = iface_mtu(iface.name);
-  // af_xdp's own pool becomes the socket's UMEM, one contiguous area: 4096
-  // frames (~10 MB) fit beside the mesh's pool in the EAL's memory, and
-  // cover both rings (1024 each) and the frames lwIP holds.
+  // af_xdp's own pool becomes the socket's UMEM (dpdk/xdp_pool.cc): 8192
+  // 4 KiB frames (32 MB) fit beside the mesh's pool in the EAL's memory and
+  // cover the fill ring (2048), the rx and tx rings and what lwIP holds.
   o.pool_mbufs = kXdpMbufs;
   std::unique_ptr<FrameLink> port = open_dpdk_port(o, &why);
   if (!port) {
