@@ -1,39 +1,41 @@
-# Two hosts as network namespaces on a bridge, each with its kernel address
-# on its one interface (eth1: 10.N.0.1/24 and .2/24), marked for softrdma
-# (the administrator's one set-up step), for scripts that source this file
-# (hosts_test.sh, bench/hosts_bench.sh). Sets hosts, addr, iface, tmp and
-# on_host; removes everything it made at exit. Needs root and $prov (the
-# provider's directory); defines fail() unless the caller did.
+# Hosts as network namespaces on a bridge (nhosts of them, default 2), each
+# with its kernel address on its one interface (eth1: 10.N.0.1/24, .2, ...),
+# marked for softrdma (the administrator's one set-up step), for scripts
+# that source this file (hosts_test.sh, bench/hosts_bench.sh). Sets hosts,
+# addr, iface, tmp, on_host and run_pingpong; removes everything it made at
+# exit. Needs root and $prov (the provider's directory); defines fail()
+# unless the caller did.
 # shellcheck shell=bash
 declare -F fail >/dev/null || fail() { echo "hosts: FAIL: $*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || fail "needs root (network namespaces, veth, AF_XDP)"
+# shellcheck source=scripts/netns_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/netns_lib.sh"
 for tool in ip ethtool fi_pingpong unshare timeout awk python3; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool not installed"
 done
 : "${prov:?hosts_lib.sh: set prov (the provider directory) first}"
 [[ -f $prov/libsoftrdma-fi.so ]] || fail "no $prov/libsoftrdma-fi.so"
 
+nhosts=${nhosts:-2}
+((nhosts >= 2 && nhosts <= 26)) || fail "nhosts is 2 to 26, not $nhosts"
 id=$$
-hosts=("hhA$id" "hhB$id")
+hosts=() ports=() addr=()
+letters=ABCDEFGHIJKLMNOPQRSTUVWXYZ
 br=hhbr$id
-ports=("hha$id" "hhb$id")  # the bridge's ends of the hosts' veths
-iface=eth1                 # each host's one interface
-net=""
-for r in $(seq 99 254) $(seq 20 98); do  # a subnet no interface here uses
-  ip -4 -o addr show | grep -q " 10\.$r\.0\." && continue
-  ip -4 route show | grep -q "^10\.$r\.0\." && continue
-  net=10.$r.0; break
-done
+iface=eth1  # each host's one interface
+net=$(free_subnet)
 [[ -n $net ]] || fail "no free 10.x.0.0/24 subnet"
-addr=("$net.1" "$net.2")
+for ((i = 0; i < nhosts; ++i)); do
+  l=${letters:i:1}
+  hosts+=("hh$l$id")
+  ports+=("hh${l,}$id")  # the bridge's end of the host's veth
+  addr+=("$net.$((i + 1))")
+done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hosts_test.XXXXXX") || fail "mktemp"
 
 # shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
-  for h in "${hosts[@]}"; do
-    mapfile -t pids < <(ip netns pids "$h" 2>/dev/null)
-    ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
-  done
+  kill_netns "${hosts[@]}"
   for h in "${hosts[@]}"; do ip netns del "$h" 2>/dev/null; done  # takes the veths
   ip link del "$br" 2>/dev/null
   rm -rf "$tmp"
@@ -44,7 +46,7 @@ trap 'fail interrupted' INT TERM
 # --- the hosts ----------------------------------------------------------------
 ip link add "$br" type bridge || fail "cannot create bridge $br"
 ip link set "$br" up || fail "$br up"
-for i in 0 1; do
+for ((i = 0; i < nhosts; ++i)); do
   h=${hosts[$i]}
   ip netns add "$h" || fail "ip netns add $h"
   ip -n "$h" link set lo up || fail "lo up in $h"
@@ -65,15 +67,17 @@ on_host() {
     env -i PATH="$PATH" FI_PROVIDER_PATH="$prov" "$@"
 }
 
-# run_pingpong <name> <provider> <ep> <size> <iterations> [seconds]: server
-# on A, client on B given A's address; logs in $tmp/<name>.srv and .cli.
+# run_pingpong <name> <provider> <ep> <size> <iterations> [seconds] [server]
+# [client]: the server on host <server> (default 0), the client on host
+# <client> (default 1) given the server's address; logs in $tmp/<name>.srv
+# and .cli.
 run_pingpong() {
-  local name=$1 p=$2 ep=$3 size=$4 n=$5 secs=${6:-240}
-  on_host 0 timeout "$secs" fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c \
+  local name=$1 p=$2 ep=$3 size=$4 n=$5 secs=${6:-240} s=${7:-0} c=${8:-1}
+  on_host "$s" timeout "$secs" fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c \
     >"$tmp/$name.srv" 2>&1 &
   local srv=$! ok=0
   for _ in $(seq 50); do  # the server's control socket appears when it is ready
-    if on_host 1 timeout "$secs" fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c "${addr[0]}" \
+    if on_host "$c" timeout "$secs" fi_pingpong -p "$p" -e "$ep" -S "$size" -I "$n" -c "${addr[$s]}" \
         >"$tmp/$name.cli" 2>&1; then
       ok=1; break
     fi

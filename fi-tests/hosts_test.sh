@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# fi_pingpong across two hosts as users run it: two network namespaces on a
-# bridge, each with its kernel address on its one interface (10.N.0.1/24 and
-# .2/24) and a /run of its own, as real hosts have. The server runs in host
-# A, the client in host B is given A's kernel address exactly as with
-# `-p tcp`, and no FI_SOFTRDMA_* variable is set (only FI_PROVIDER_PATH).
+# fi_pingpong across hosts as users run it: two or more network namespaces
+# on a bridge, each with its kernel address on its one interface
+# (10.N.0.1/24, .2, ...) and a /run of its own, as real hosts have. Servers
+# run in host A, clients in every other host are given A's kernel address
+# exactly as with `-p tcp` (and, with three hosts or more, C's client is
+# given B's too), one after another; no FI_SOFTRDMA_* variable is set (only
+# FI_PROVIDER_PATH).
 # The one set-up step is the administrator's mark on each interface
 # (`ip link set dev IF alias softrdma`, see README "Across hosts").
 #
@@ -17,11 +19,12 @@
 #  - the kernel's own TCP on another port (an echo server in A, as ssh
 #    would be) answers B throughout.
 # Everything it creates (namespaces, bridge, veths, temp dir) goes at exit.
-# usage: hosts_test.sh <dir with libsoftrdma-fi.so> [iterations]
+# usage: hosts_test.sh <dir with libsoftrdma-fi.so> [iterations] [hosts (2)]
 # Needs root. Fails, never skips.
 set -uo pipefail
-prov=${1:?usage: hosts_test.sh <prov dir> [iterations]}
+prov=${1:?usage: hosts_test.sh <prov dir> [iterations] [hosts]}
 iters=${2:-1000}
+nhosts=${3:-2}
 fail() { echo "hosts_test: FAIL: $*" >&2; exit 1; }
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,36 +67,47 @@ for _ in range(100000):
     time.sleep(0.2)' "${addr[0]}" "$tmp/echo.count" >>"$tmp/echo.log" 2>&1 &
 
 # --- the runs -------------------------------------------------------------------
-# pingpong <name> <provider> <ep> <size> <iterations>
+# pingpong <name> <provider> <ep> <size> <iterations> <server> <client>
 pingpong() {
-  local name=$1 p=$2 ep=$3 size=$4 n=$5
+  local name=$1 p=$2 ep=$3 size=$4 n=$5 a=$6 b=$7
   local r0 r1 s0 s1
-  r0=$(redirected 0) r1=$(redirected 1) s0=$(out_segs 0) s1=$(out_segs 1)
+  r0=$(redirected "$a") r1=$(redirected "$b") s0=$(out_segs "$a") s1=$(out_segs "$b")
   local ok=1
-  run_pingpong "$name" "$p" "$ep" "$size" "$n" || ok=0
+  run_pingpong "$name" "$p" "$ep" "$size" "$n" 240 "$a" "$b" || ok=0
   echo "--- $name: client"; cat "$tmp/$name.cli"; echo "--- $name: server"; cat "$tmp/$name.srv"
-  ((ok)) || fail "$name: fi_pingpong -p '$p' -e $ep -S $size between the hosts"
+  ((ok)) || fail "$name: fi_pingpong -p '$p' -e $ep -S $size from host $b to host $a"
   # Each way: n messages of size (ofi_rxm adds little); a full frame carries
   # about 1448 octets of payload.
   local bytes=$((n * size)) need
   need=$((bytes / 1448))
-  local dr0=$(($(redirected 0) - r0)) dr1=$(($(redirected 1) - r1))
-  local ds0=$(($(out_segs 0) - s0)) ds1=$(($(out_segs 1) - s1))
-  echo "$name: XDP redirected A=$dr0 B=$dr1 frames (payload needs >= $need); kernel TCP OutSegs A=$ds0 B=$ds1"
+  local dr0=$(($(redirected "$a") - r0)) dr1=$(($(redirected "$b") - r1))
+  local ds0=$(($(out_segs "$a") - s0)) ds1=$(($(out_segs "$b") - s1))
+  local A=${letters:a:1} B=${letters:b:1}
+  echo "$name: XDP redirected $A=$dr0 $B=$dr1 frames (payload needs >= $need); kernel TCP OutSegs $A=$ds0 $B=$ds1"
   ((dr0 >= need && dr1 >= need && dr0 >= n && dr1 >= n)) ||
-    fail "$name: the bypass path carried too few frames (A $dr0, B $dr1; payload needs $need)"
+    fail "$name: the bypass path carried too few frames ($A $dr0, $B $dr1; payload needs $need)"
   # The out-of-band socket's few segments per run, and the echo's 5 a second.
   if ((need > 1000)); then
     ((ds0 < need / 10 && ds1 < need / 10)) ||
-      fail "$name: kernel TCP sent $ds0 (A) / $ds1 (B) segments: the payload went through the kernel"
+      fail "$name: kernel TCP sent $ds0 ($A) / $ds1 ($B) segments: the payload went through the kernel"
   fi
 }
 
-pingpong msg8 softrdma msg 8 "$iters"
-pingpong msg64k softrdma msg 65536 "$iters"
-pingpong msg1m softrdma msg 1048576 $(((iters + 9) / 10))
-pingpong rdm8 "softrdma;ofi_rxm" rdm 8 "$iters"
-pingpong rdm64k "softrdma;ofi_rxm" rdm 65536 $(((iters + 9) / 10))
+# Every other host's client against A's servers; with a third host, its
+# client against B's server too (two hosts neither of which is the first).
+big=$(((iters + 9) / 10))
+for ((c = 1; c < nhosts; ++c)); do
+  h=${letters:c:1}
+  pingpong "msg8-$h" softrdma msg 8 "$iters" 0 "$c"
+  pingpong "msg64k-$h" softrdma msg 65536 "$iters" 0 "$c"
+  pingpong "msg1m-$h" softrdma msg 1048576 "$big" 0 "$c"
+  pingpong "rdm8-$h" "softrdma;ofi_rxm" rdm 8 "$iters" 0 "$c"
+  pingpong "rdm64k-$h" "softrdma;ofi_rxm" rdm 65536 "$big" 0 "$c"
+done
+if ((nhosts >= 3)); then
+  pingpong msg1m-CB softrdma msg 1048576 "$big" 1 2
+  pingpong rdm64k-CB "softrdma;ofi_rxm" rdm 65536 "$big" 1 2
+fi
 
 read -r echo_state <"$tmp/echo.count" 2>/dev/null || echo_state="none"
 echo "kernel echo (port 2222, A <- B) during the runs: $echo_state"

@@ -42,6 +42,8 @@ link=${NETNS_TEST_LINK:-separate}
 here=$(cd "$(dirname "$0")" && pwd)
 agent=$here/netns_rsh.sh
 fail() { echo "netns_test: FAIL: $*" >&2; exit 1; }
+# shellcheck source=scripts/netns_lib.sh
+source "$here/../scripts/netns_lib.sh"
 
 [[ $(id -u) == 0 ]] || fail "needs root (network namespaces, veth, af_packet)"
 for tool in ip mpirun unshare timeout awk; do
@@ -63,12 +65,7 @@ case $link in
   *) fail "NETNS_TEST_LINK is separate or shared, not $link" ;;
 esac
 # An out-of-band subnet no interface of this machine uses.
-oob_net=""
-for r in $(seq $((id % 200 + 20)) 254) $(seq 20 254); do
-  ip -4 -o addr show | grep -q " 10\.$r\.0\." && continue
-  ip -4 route show | grep -q "^10\.$r\.0\." && continue
-  oob_net=10.$r.0; break
-done
+oob_net=$(free_subnet $((id % 200 + 20)))
 [[ -n $oob_net ]] || fail "no free 10.x.0.0/24 subnet for the out-of-band network"
 oob_ip=("$oob_net.2" "$oob_net.3")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mpi_netns.XXXXXX") || fail "mktemp"
@@ -78,11 +75,7 @@ job=""
 cleanup() {
   # An interrupted job: timeout(1) passes TERM on to mpirun.
   [[ -n $job ]] && kill -TERM "$job" 2>/dev/null
-  for h in "${hosts[@]}"; do
-    # orteds (daemonized) and ranks: everything in our namespaces
-    mapfile -t pids < <(ip netns pids "$h" 2>/dev/null)
-    ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
-  done
+  kill_netns "${hosts[@]}"  # orteds (daemonized) and ranks
   if [[ -n $job ]]; then  # mpirun gets 5 s to go, then SIGKILL
     for _ in $(seq 50); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
     pkill -KILL -P "$job" 2>/dev/null

@@ -7,6 +7,10 @@
 
 namespace softrdma::net {
 
+namespace {
+
+// Binds the reservation socket s to a: 0 or -errno. Past connections in
+// TIME-WAIT, never past a socket in use.
 int bind_reserving(int s, const sockaddr_in& a) {
   const auto* sa = reinterpret_cast<const sockaddr*>(&a);
   if (::bind(s, sa, sizeof(a)) == 0) return 0;
@@ -22,6 +26,8 @@ int bind_reserving(int s, const sockaddr_in& a) {
   ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &off, sizeof(off));
   return 0;
 }
+
+}  // namespace
 
 PortReservation& PortReservation::operator=(PortReservation&& o) noexcept {
   if (this != &o) {

@@ -9,10 +9,6 @@
 
 namespace softrdma::net {
 
-// Binds the reservation socket s to a: 0 or -errno. Past connections in
-// TIME-WAIT, never past a socket in use.
-int bind_reserving(int s, const sockaddr_in& a);
-
 class PortReservation {
  public:
   PortReservation() = default;

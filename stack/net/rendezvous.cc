@@ -20,7 +20,6 @@
 #include <mutex>
 
 #include "stack/common/settings.h"
-#include "stack/net/port_reserve.h"
 
 namespace softrdma::net {
 
@@ -288,33 +287,18 @@ int Rendezvous::resolve(in_addr ip, uint16_t port, pid_t* pid) const {
 int Rendezvous::reserve_and_publish(uint16_t* port) {
   // A kernel socket bound to 127.0.0.1:port keeps the number ours: no other
   // process's kernel TCP or SoftRDMA listener can take it meanwhile.
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return -errno;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(*port);
-  socklen_t len = sizeof(a);
-  int rc = bind_reserving(s, a);
-  if (rc == 0 && ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) rc = -errno;
-  if (rc < 0) {
-    ::close(s);
-    return rc;
-  }
-  *port = ntohs(a.sin_port);
+  PortReservation r;
+  if (int rc = r.take(in_addr{htonl(INADDR_LOOPBACK)}, *port); rc < 0) return rc;
+  *port = r.port();
   // Write then rename: a reader never sees a half-written file.
   std::string path = port_path(dir_, *port), tmp = path + ".tmp" + std::to_string(pid_);
   {
     std::ofstream f(tmp);
     f << pid_ << "\n";
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = -errno;
-    ::close(s);
-    return err;
-  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return -errno;
   OwnFiles::get().add(path);
-  reservations_.insert({*port, s});
+  reservations_.emplace(*port, std::move(r));
   published_.insert(*port);
   return 0;
 }
@@ -324,13 +308,7 @@ void Rendezvous::withdraw(uint16_t port) {
   const std::string path = port_path(dir_, port);
   ::unlink(path.c_str());
   OwnFiles::get().remove(path);
-  for (auto it = reservations_.begin(); it != reservations_.end(); ++it) {
-    if (it->first == port) {
-      ::close(it->second);
-      reservations_.erase(it);
-      break;
-    }
-  }
+  reservations_.erase(port);
 }
 
 std::string Rendezvous::link_name(pid_t peer) const { return memif_name(std::min(pid_, peer)); }

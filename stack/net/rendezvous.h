@@ -15,8 +15,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
+
+#include "stack/net/port_reserve.h"
 
 namespace softrdma::net {
 
@@ -99,7 +102,7 @@ class Rendezvous {
   pid_t pid_;
   int fd_ = -1;
   std::set<uint16_t> published_;
-  std::set<std::pair<uint16_t, int>> reservations_;
+  std::map<uint16_t, PortReservation> reservations_;
   uint64_t refused_ = 0;
 };
 

@@ -2,6 +2,7 @@
 #include "stack/net/dpdk/xdp_steer.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <linux/if_link.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace softrdma::net {
@@ -70,7 +72,15 @@ bool alive(uint32_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0
 
 }  // namespace
 
-const char* xdp_steer_program() { return SOFTRDMA_XDP_PROG; }
+const char* xdp_steer_program() {
+  // The build's own copy while we run from the build tree (tests, the demo
+  // before install); the installed one otherwise.
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&xdp_steer_program), &info) != 0 && info.dli_fname &&
+      std::string_view(info.dli_fname).starts_with(SOFTRDMA_BUILD_TREE "/"))
+    return SOFTRDMA_XDP_PROG;
+  return SOFTRDMA_XDP_PROG_INSTALLED;
+}
 
 int XdpSteer::clear_stale(int ifindex, const std::string& ifname, std::string* error) {
   const int prog = our_program(ifindex);
