@@ -15,6 +15,7 @@ for tool in ip ethtool fi_pingpong unshare timeout awk python3; do
 done
 : "${prov:?hosts_lib.sh: set prov (the provider directory) first}"
 [[ -f $prov/libsoftrdma-fi.so ]] || fail "no $prov/libsoftrdma-fi.so"
+prov=$(cd "$prov" && pwd)  # the hosts run elsewhere (ip netns exec)
 
 nhosts=${nhosts:-2}
 ((nhosts >= 2 && nhosts <= 26)) || fail "nhosts is 2 to 26, not $nhosts"

@@ -11,8 +11,10 @@
 #include <xdp/libxdp.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -74,11 +76,19 @@ bool alive(uint32_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0
 
 const char* xdp_steer_program() {
   // The build's own copy while we run from the build tree (tests, the demo
-  // before install); the installed one otherwise.
+  // before install), or when nothing is installed; the installed one
+  // otherwise. Paths compared resolved: the provider may be loaded by a
+  // relative FI_PROVIDER_PATH.
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&xdp_steer_program), &info) != 0 && info.dli_fname &&
-      std::string_view(info.dli_fname).starts_with(SOFTRDMA_BUILD_TREE "/"))
-    return SOFTRDMA_XDP_PROG;
+  bool from_build = false;
+  if (::dladdr(reinterpret_cast<void*>(&xdp_steer_program), &info) != 0 && info.dli_fname) {
+    char* lib = ::realpath(info.dli_fname, nullptr);
+    char* tree = ::realpath(SOFTRDMA_BUILD_TREE, nullptr);
+    from_build = lib && tree && std::string_view(lib).starts_with(std::string(tree) + "/");
+    std::free(lib);
+    std::free(tree);
+  }
+  if (from_build || ::access(SOFTRDMA_XDP_PROG_INSTALLED, R_OK) != 0) return SOFTRDMA_XDP_PROG;
   return SOFTRDMA_XDP_PROG_INSTALLED;
 }
 
