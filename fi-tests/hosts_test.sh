@@ -6,8 +6,10 @@
 # exactly as with `-p tcp` (and, with three hosts or more, C's client is
 # given B's too), one after another; no FI_SOFTRDMA_* variable is set (only
 # FI_PROVIDER_PATH).
-# The one set-up step is the administrator's mark on each interface
-# (`ip link set dev IF alias softrdma`, see README "Across hosts").
+# The one set-up step is the administrator's: the mark on each interface
+# (`ip link set dev IF alias softrdma`, see README "Across hosts"; root
+# processes), or, given a switch program, softrdma-switch started on each
+# host (every fi_pingpong then runs as the user nobody).
 #
 # Asserts, for -e msg at 8 B, 64 KiB and 1 MiB with data checks (-c), and
 # -e rdm through softrdma;ofi_rxm:
@@ -18,13 +20,21 @@
 #    fewer segments than that (its out-of-band socket only);
 #  - the kernel's own TCP on another port (an echo server in A, as ssh
 #    would be) answers B throughout.
+# With a switch, also: four pairs of ranks at once, each pair checking its
+# data; a request no switch knows from another local user is refused and
+# the switch serves on; a rank SIGKILLed mid-run ends its peer with an error
+# (no hang) and the switch lets its ports go; the switch SIGKILLed mid-run
+# ends both ranks with errors, and once restarted new ranks work.
 # Everything it creates (namespaces, bridge, veths, temp dir) goes at exit.
-# usage: hosts_test.sh <dir with libsoftrdma-fi.so> [iterations] [hosts (2)]
+# usage: hosts_test.sh <dir with libsoftrdma-fi.so> [iterations] [hosts (2)] [softrdma-switch]
 # Needs root. Fails, never skips.
 set -uo pipefail
-prov=${1:?usage: hosts_test.sh <prov dir> [iterations] [hosts]}
+prov=${1:?usage: hosts_test.sh <prov dir> [iterations] [hosts] [softrdma-switch]}
 iters=${2:-1000}
 nhosts=${3:-2}
+switch=${4:-}
+mark=1
+[[ -n $switch ]] && mark=0 && switch=$(cd "$(dirname "$switch")" && pwd)/$(basename "$switch")
 fail() { echo "hosts_test: FAIL: $*" >&2; exit 1; }
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,6 +75,10 @@ for _ in range(100000):
         bad += 1; print("echo:", e, flush=True)
     print(f"ok={ok} bad={bad}", file=open(sys.argv[2], "w"), flush=True)
     time.sleep(0.2)' "${addr[0]}" "$tmp/echo.count" >>"$tmp/echo.log" 2>&1 &
+
+if [[ -n $switch ]]; then
+  for ((i = 0; i < nhosts; ++i)); do start_switch "$i"; done
+fi
 
 # --- the runs -------------------------------------------------------------------
 # pingpong <name> <provider> <ep> <size> <iterations> <server> <client>
@@ -108,6 +122,8 @@ if ((nhosts >= 3)); then
   pingpong msg1m-CB softrdma msg 1048576 "$big" 1 2
   pingpong rdm64k-CB "softrdma;ofi_rxm" rdm 65536 "$big" 1 2
 fi
+
+[[ -n $switch ]] && source "$here/hosts_switch_faults.sh"
 
 read -r echo_state <"$tmp/echo.count" 2>/dev/null || echo_state="none"
 echo "kernel echo (port 2222, A <- B) during the runs: $echo_state"

@@ -30,7 +30,9 @@ deb=$(ls "$tmp"/softrdma_*.deb 2>/dev/null | head -1)
 [[ -n $deb ]] || fail "no .deb in $tmp"
 provdir=$(pkg-config --variable=libdir libfabric)/libfabric
 contents=$(dpkg-deb -c "$deb")
+unit=/usr/lib/systemd/system/softrdma-switch@.service
 for f in "$provdir/libsoftrdma-fi.so" "${provdir%/*}/softrdma/xdp_steer.bpf.o" /usr/bin/srdma_perf /usr/bin/srdma_soak \
+         /usr/sbin/softrdma-switch "$unit" \
          /usr/include/softrdma/fi_ext_softrdma.h /usr/share/openmpi/amca-param-sets/softrdma; do
   grep -q " \.$f\$" <<<"$contents" || fail "$f not in the package"
 done
@@ -78,14 +80,23 @@ n=$(grep -c 'mtl:ofi:prov: softrdma;ofi_rxm' "$tmp/mpi.log")
 [[ $n == 2 ]] || { cat "$tmp/mpi.log"; fail "$n of 2 ranks chose softrdma;ofi_rxm"; }
 grep -q "^PASS " "$tmp/mpi.log" || { cat "$tmp/mpi.log"; fail "mpi_p2p printed no PASS"; }
 
-# Across two namespace hosts with what the package installed: the provider
-# outside any build tree loads the package's XDP program.
+# The switch's unit starts the installed switch.
+grep -qx "ExecStart=/usr/sbin/softrdma-switch %i" "$unit" || fail "$unit: ExecStart is not the installed switch"
+if command -v systemd-analyze >/dev/null 2>&1; then
+  systemd-analyze verify "${unit%@.service}@eth0.service" >"$tmp/verify.log" 2>&1 ||
+    { cat "$tmp/verify.log"; fail "systemd-analyze verify $unit"; }
+fi
+
+# Across two namespace hosts with what the package installed, as users run
+# it: the installed softrdma-switch on each host (it loads the package's
+# XDP program, outside any build tree), ranks as nobody.
 here=$(cd "$(dirname "$0")" && pwd)
-bash "$here/../fi-tests/hosts_test.sh" "$provdir" 200 >"$tmp/hosts.log" 2>&1 \
-  || { cat "$tmp/hosts.log"; fail "fi_pingpong across hosts over the installed provider"; }
+bash "$here/../fi-tests/hosts_test.sh" "$provdir" 200 2 /usr/sbin/softrdma-switch >"$tmp/hosts.log" 2>&1 \
+  || { cat "$tmp/hosts.log"; fail "fi_pingpong across hosts over the installed provider and switch"; }
 
 dpkg -r softrdma >/dev/null 2>&1 || fail "dpkg -r"
 [[ ! -e $provdir/libsoftrdma-fi.so ]] || fail "the provider stayed after dpkg -r"
 [[ ! -e /usr/bin/srdma_perf ]] || fail "srdma_perf stayed after dpkg -r"
+[[ ! -e /usr/sbin/softrdma-switch && ! -e $unit ]] || fail "the switch stayed after dpkg -r"
 [[ ! -e ${provdir%/*}/softrdma/xdp_steer.bpf.o ]] || fail "the XDP program stayed after dpkg -r"
-echo "package_test: $(basename "$deb") built, installed, used (fi_pingpong -c, srdma_perf, mpirun --tune softrdma, fi_pingpong across hosts), removed"
+echo "package_test: $(basename "$deb") built, installed, used (fi_pingpong -c, srdma_perf, mpirun --tune softrdma, fi_pingpong across hosts through the switch), removed"

@@ -5,6 +5,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "stack/net/switch/switch_proto.h"
 
 namespace softrdma::net {
 
@@ -102,7 +105,18 @@ bool host_path_allowed(const std::string& ifname) {
   std::ifstream f("/sys/class/net/" + ifname + "/ifalias");
   std::string alias;
   std::getline(f, alias);
-  return alias.find("softrdma") != std::string::npos;
+  return alias.find("softrdma") != std::string::npos || switch_serves(ifname);
+}
+
+bool switch_serves(const std::string& ifname) {
+  struct stat st{};
+  return ::stat(sw::ctl_path(ifname).c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == 0;
+}
+
+std::optional<HostIface> host_iface_named(const std::string& ifname) {
+  for (HostIface& h : ipv4_ifaces())
+    if (h.name == ifname) return h;
+  return std::nullopt;
 }
 
 std::vector<HostIface> host_path_ifaces() {

@@ -29,10 +29,14 @@ std::optional<HostIface> host_route_to(in_addr dest, std::string* error);
 
 // The interfaces softrdma may open for its host path: up, not loopback,
 // with an IPv4 address, and marked by the administrator for softrdma
-// (`ip link set dev IF alias softrdma`, the one privileged set-up step,
-// as an iWARP NIC's driver is loaded by the administrator).
+// (`ip link set dev IF alias softrdma`, as an iWARP NIC's driver is loaded
+// by the administrator) or served by a running softrdma-switch.
 std::vector<HostIface> host_path_ifaces();
 bool host_path_allowed(const std::string& ifname);
+// Whether softrdma-switch serves ifname (root's control socket is there).
+bool switch_serves(const std::string& ifname);
+// The up, non-loopback interface ifname with its first IPv4 address.
+std::optional<HostIface> host_iface_named(const std::string& ifname);
 
 // ip's MAC from the kernel's neighbour table on ifname, if complete.
 bool kernel_neighbor(in_addr ip, const std::string& ifname, uint8_t mac[6]);

@@ -1,8 +1,11 @@
-// The host path: lwIP on a DPDK af_xdp port opened on one of the host's
-// own interfaces, answering on the kernel's address of that interface. The
-// kernel keeps the interface (ARP, ICMP, its own TCP); the TCP ports lwIP
-// uses are held in the kernel (port_reserve.h) and steered to the AF_XDP
-// socket by softrdma's XDP program (dpdk/xdp_steer.h).
+// The host path: lwIP on one of the host's own interfaces, answering on
+// the kernel's address of that interface. The kernel keeps the interface
+// (ARP, ICMP, its own TCP); the TCP ports lwIP uses are held in the kernel
+// (port_reserve.h) and steered to softrdma by its XDP program
+// (dpdk/xdp_steer.h). The NIC's af_xdp port (nic_port.h) is either this
+// process's own (root, no switch on the interface) or softrdma-switch's,
+// reached through shared memory (switch/switch_link.h): the way for every
+// unprivileged process, many per host.
 #pragma once
 
 #include <netinet/in.h>

@@ -1,0 +1,106 @@
+# Sourced by hosts_test.sh when softrdma-switch serves the hosts (ranks as
+# nobody): several ranks per host at once, another local user at the
+# switch's control socket, a rank killed, the switch killed and restarted.
+# shellcheck shell=bash
+
+pid_on() {  # host, program: the pid of that program on the host, if any
+  ip netns pids "${hosts[$1]}" | xargs -r ps -o pid=,comm= -p | awk -v c="$2" '$2 == c { print $1; exit }'
+}
+attached() { grep -c " attached$" "$tmp/switch$1.log"; }
+# ends_within <seconds> <pid>...: each exits non-zero (an error, not
+# success and not a hang) within the time; fails otherwise.
+ends_with_error_within() {
+  local secs=$1 p rc; shift
+  for p in "$@"; do
+    for _ in $(seq $((secs * 10))); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$p" 2>/dev/null && fail "a rank still runs ${secs} s after its peer or switch went"
+    wait "$p"; rc=$?
+    ((rc != 0)) || fail "a rank whose peer or switch went reported success"
+  done
+}
+# A long 8 B exchange from B to A as nobody: sets srv_pid and cli_pid (the
+# timeout wrappers) once both are exchanging.
+long_pair() {
+  local name=$1
+  as_user 0 timeout 120 fi_pingpong -p softrdma -e msg -S 8 -I 100000000 -B 47700 \
+    >"$tmp/$name.srv" 2>&1 &
+  srv_pid=$!
+  for _ in $(seq 50); do
+    ip netns exec "${hosts[0]}" ss -Hltn 'sport = :47700' | grep -q . && break
+    sleep 0.1
+  done
+  as_user 1 timeout 120 fi_pingpong -p softrdma -e msg -S 8 -I 100000000 -P 47700 "${addr[0]}" \
+    >"$tmp/$name.cli" 2>&1 &
+  cli_pid=$!
+  sleep 3
+  kill -0 "$srv_pid" && kill -0 "$cli_pid" ||
+    { cat "$tmp/$name.srv" "$tmp/$name.cli"; fail "$name: the pair did not start"; }
+}
+
+# --- idle: the switch sleeps ------------------------------------------------------
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+sp=$(switch_pid 0)
+t0=$(cpu_ticks "$sp"); sleep 3; t1=$(cpu_ticks "$sp")
+echo "idle switch: $((t1 - t0)) CPU ticks in 3 s ($(getconf CLK_TCK) a second)"
+((t1 - t0 <= 6)) || fail "the idle switch burns CPU: $((t1 - t0)) ticks in 3 s"
+
+# --- ranks at once: four pairs, each with its own control port ---------------
+before=$(attached 0)
+srvs=() clis=()
+for k in 0 1 2 3; do
+  as_user 0 timeout 240 fi_pingpong -p softrdma -e msg -S 65536 -I "$big" -c -B $((47600 + k)) \
+    >"$tmp/par$k.srv" 2>&1 &
+  srvs+=($!)
+done
+for k in 0 1 2 3; do
+  for _ in $(seq 50); do
+    ip netns exec "${hosts[0]}" ss -Hltn "sport = :$((47600 + k))" | grep -q . && break
+    sleep 0.1
+  done
+done
+for k in 0 1 2 3; do
+  as_user 1 timeout 240 fi_pingpong -p softrdma -e msg -S 65536 -I "$big" -c -P $((47600 + k)) \
+    "${addr[0]}" >"$tmp/par$k.cli" 2>&1 &
+  clis+=($!)
+done
+for k in 0 1 2 3; do
+  wait "${srvs[$k]}" && wait "${clis[$k]}" ||
+    { cat "$tmp/par$k.srv" "$tmp/par$k.cli" "$tmp/switch0.log"; fail "pair $k of four at once failed"; }
+done
+echo "four pairs at once: passed; host A's switch attached $(($(attached 0) - before)) ranks"
+grep -q "(uid 65534) attached" "$tmp/switch0.log" && ! grep -q "(uid 0) attached" "$tmp/switch0.log" ||
+  { cat "$tmp/switch0.log"; fail "ranks were not the ordinary user's"; }
+(($(attached 0) - before >= 4)) || fail "host A's switch saw fewer than four ranks"
+
+# --- another local user at the control socket ----------------------------------
+as_user 0 /usr/bin/python3 -c '
+import socket, struct, sys
+for msg in (b"garbage", struct.pack("<IIIiH", 0x53525357, 1, 3, 0, 80) + bytes(26)):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(sys.argv[1]); s.send(msg); s.settimeout(2)
+    try:
+        print("switch answered", len(s.recv(256)), "octets")  # 0: it hung up
+    except OSError as e:
+        print("switch:", e)
+' "/run/softrdma-switch/$iface.ctl" >"$tmp/stranger.log" 2>&1 || { cat "$tmp/stranger.log"; fail "probe"; }
+cat "$tmp/stranger.log"
+grep -q "malformed request; dropped" "$tmp/switch0.log" && grep -q "out of turn; dropped" "$tmp/switch0.log" ||
+  { cat "$tmp/switch0.log"; fail "the switch did not refuse a stranger's requests"; }
+[[ -n $(switch_pid 0) ]] || fail "the switch died of a stranger's request"
+
+# --- a rank SIGKILLed mid-run ---------------------------------------------------
+long_pair killrank
+kill -KILL "$(pid_on 1 fi_pingpong)"
+ends_with_error_within 60 "$srv_pid"
+wait "$cli_pid"
+grep -q "ports let go" "$tmp/switch1.log" || fail "B's switch kept a dead rank's ports"
+echo "rank SIGKILLed: its peer ended with an error: $(tail -1 "$tmp/killrank.srv")"
+
+# --- the switch SIGKILLed mid-run, then restarted -------------------------------
+long_pair killswitch
+stop_switch 1 KILL
+ends_with_error_within 60 "$srv_pid" "$cli_pid"
+echo "switch SIGKILLed: both ranks ended with errors: $(tail -1 "$tmp/killswitch.cli") / $(tail -1 "$tmp/killswitch.srv")"
+start_switch 1
+pingpong msg8-restarted softrdma msg 8 "$iters" 0 1
+echo "switch restarted: new ranks work"

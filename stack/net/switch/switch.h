@@ -1,0 +1,87 @@
+// softrdma-switch: one root process per host interface owns its NIC (the
+// af_xdp port with softrdma's XDP program, nic_port.h) for every softrdma
+// process on the host, so that ranks run as ordinary users, many per host.
+// A rank attaches over the control socket (switch_proto.h) and exchanges
+// frames with the switch through two rings in shared memory (frame_ring.h);
+// the switch holds each rank's TCP ports in the kernel and in the XDP map.
+//
+// Forwarding (switch_datapath.cc): from the NIC to the rank holding the TCP
+// destination port; from a rank to the NIC only TCP frames from the
+// interface's MAC and address and from a port that rank holds. Set-up and
+// control (switch_ctl.cc) apart; the loop and its sleep in switch_main.cc.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stack/net/host_addr.h"
+#include "stack/net/nic_port.h"
+#include "stack/net/port_reserve.h"
+#include "stack/net/switch/frame_ring.h"
+#include "stack/net/switch/switch_proto.h"
+
+namespace softrdma::net::sw {
+
+struct Rank {
+  int ctl = -1;  // its control connection
+  pid_t pid = 0;
+  uid_t uid = 0;
+  void* base = nullptr;  // the shared rings
+  size_t bytes = 0;
+  int kick_switch = -1, kick_rank = -1;
+  std::unique_ptr<FrameRing> to_rank, to_switch;
+  std::map<uint16_t, PortReservation> ports;
+  bool kicked = false;  // frames pushed this pass
+  ~Rank();
+};
+
+struct SwitchCounters {
+  uint64_t nic_rx = 0, nic_tx = 0, to_rank = 0, from_rank = 0;
+  uint64_t drop_no_rank = 0, drop_rank_full = 0, drop_refused = 0, nic_busy = 0;
+  uint64_t ranks_attached = 0, ranks_dropped = 0;
+};
+
+class Switch {
+ public:
+  // Opens iface's NIC and the control socket: 0, or -errno with the reason.
+  int open(const std::string& iface, std::string* error);
+  // Forwards until *stop turns true (a signal).
+  void run(const volatile bool* stop);
+  ~Switch();
+  const SwitchCounters& counters() const { return c_; }
+
+ private:
+  // switch_ctl.cc
+  void accept_ranks();
+  void serve(Rank* r);  // one control message
+  int hold(Rank* r, uint16_t port, uint16_t* got);
+  void let_go(Rank* r, uint16_t port);
+  void drop(Rank* r);
+  void sweep_dropped();
+  void handle_events(int timeout_ms);  // control requests and kicks
+  // switch_datapath.cc: frames moved this pass
+  int nic_to_ranks();
+  int ranks_to_nic();
+  bool frame_allowed(const Rank& r, const uint8_t* f, uint32_t len) const;
+  // switch_main.cc
+  void sleep_until_work();
+
+  HostIface iface_;
+  NicPort nic_;
+  uint8_t mac_[6]{};
+  uint32_t mtu_ = 1500, slots_ = 1024, slot_size_ = 0;
+  int ctl_ = -1, ep_ = -1;
+  uint16_t unprivileged_start_ = 1024;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::array<Rank*, 65536> by_port_{};
+  std::vector<Rank*> dropped_;
+  SwitchCounters c_;
+};
+
+}  // namespace softrdma::net::sw

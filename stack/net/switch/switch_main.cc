@@ -1,0 +1,102 @@
+// softrdma-switch <interface>: owns the interface's NIC for the softrdma
+// processes of this host (switch.h). Run as root, once per interface
+// (systemd: softrdma-switch@<interface>.service). Idle, it sleeps in
+// epoll on the AF_XDP socket, the ranks' kicks and the control socket.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "stack/net/switch/switch.h"
+
+namespace softrdma::net::sw {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// Busy polling for this long after the last frame: a reply usually comes
+// back within it, and a wake-up costs more than the spin.
+constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr int kControlEvery = 1024;  // passes between control checks while busy
+// The longest sleep: without an AF_XDP socket to wait on (never expected),
+// the NIC is looked at this often.
+constexpr int kSleepMs = 100, kSleepBlindMs = 1;
+
+}  // namespace
+
+void Switch::sleep_until_work() {
+  for (auto& r : ranks_)
+    if (r->to_switch) r->to_switch->set_sleeping(true);
+  bool work = false;
+  for (auto& r : ranks_) {
+    const uint8_t* d;
+    uint32_t len;
+    work |= r->to_switch && r->to_switch->peek(&d, &len) != 0;
+  }
+  if (!work) handle_events(nic_.xsk_fd >= 0 ? kSleepMs : kSleepBlindMs);
+  for (auto& r : ranks_)
+    if (r->to_switch) r->to_switch->set_sleeping(false);
+}
+
+void Switch::run(const volatile bool* stop) {
+  Clock::time_point last = Clock::now();
+  unsigned pass = 0;
+  while (!*stop) {
+    const int moved = nic_to_ranks() + ranks_to_nic();
+    const Clock::time_point now = Clock::now();
+    if (moved > 0) last = now;
+    if (++pass % kControlEvery == 0) handle_events(0);
+    if (moved == 0 && now - last > kSpin) {
+      sleep_until_work();
+      last = Clock::now();
+    }
+    sweep_dropped();
+  }
+}
+
+}  // namespace softrdma::net::sw
+
+namespace {
+volatile bool g_stop = false;
+void on_signal(int) { g_stop = true; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 || argv[1][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: softrdma-switch <interface>\n"
+                 "Owns <interface>'s NIC (AF_XDP) for every softrdma process on this host,\n"
+                 "which then run as ordinary users. Run as root, one per interface.\n");
+    return 2;
+  }
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "softrdma-switch: needs root (AF_XDP, XDP programs, %s)\n",
+                 softrdma::net::sw::kDir);
+    return 1;
+  }
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  softrdma::net::sw::Switch s;
+  std::string err;
+  if (int rc = s.open(argv[1], &err); rc < 0) {
+    std::fprintf(stderr, "softrdma-switch: %s\n", err.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "softrdma-switch: serving %s at %s\n", argv[1],
+               softrdma::net::sw::ctl_path(argv[1]).c_str());
+  s.run(&g_stop);
+  const auto& c = s.counters();
+  std::fprintf(stderr,
+               "softrdma-switch: %s: nic_rx=%llu to_rank=%llu from_rank=%llu drop_no_rank=%llu "
+               "drop_rank_full=%llu drop_refused=%llu ranks=%llu\n",
+               argv[1], (unsigned long long)c.nic_rx, (unsigned long long)c.to_rank,
+               (unsigned long long)c.from_rank, (unsigned long long)c.drop_no_rank,
+               (unsigned long long)c.drop_rank_full, (unsigned long long)c.drop_refused,
+               (unsigned long long)c.ranks_attached);
+  return 0;
+}
