@@ -4,43 +4,82 @@
 # configured), softrdma's host path (af_xdp) against the tcp provider, -e msg
 # and -e rdm (softrdma;ofi_rxm against tcp;ofi_rxm), side by side in one run
 # on the same veths: R rounds, each running every (provider, size) once,
-# interleaved; medians and spread per cell.
-# usage: hosts_bench.sh <dir with libsoftrdma-fi.so> [rounds (5)] [iterations at 8 B (2000)]
-#                       [iterations at 1 MiB (100)]
+# interleaved; medians and spread per cell. softrdma runs two ways: through
+# softrdma-switch on each host with the processes as nobody ("switch"
+# rows, as users run it), and as root processes that open the NIC
+# themselves ("root" rows); the switch's CPU time per message is reported.
+# usage: hosts_bench.sh <dir with libsoftrdma-fi.so> <softrdma-switch> [rounds (5)]
+#                       [iterations at 8 B (2000)] [iterations at 1 MiB (100)]
 # Needs root.
 set -uo pipefail
-prov=${1:?usage: hosts_bench.sh <prov dir> [rounds] [iters 8 B] [iters 1 MiB]}
-rounds=${2:-5}
-small=${3:-2000}
-big=${4:-100}
+prov=${1:?usage: hosts_bench.sh <prov dir> <softrdma-switch> [rounds] [iters 8 B] [iters 1 MiB]}
+switch_prog=${2:?usage: hosts_bench.sh <prov dir> <softrdma-switch> [rounds] [iters 8 B] [iters 1 MiB]}
+rounds=${3:-5}
+small=${4:-2000}
+big=${5:-100}
 here=$(cd "$(dirname "$0")" && pwd)
+switch=$(cd "$(dirname "$switch_prog")" && pwd)/$(basename "$switch_prog")
 # shellcheck source=fi-tests/hosts_lib.sh
 source "$here/../fi-tests/hosts_lib.sh"
 
-results=$tmp/results  # provider size usec_per_xfer MB_per_s
-configs=("softrdma msg" "tcp msg" "softrdma;ofi_rxm rdm" "tcp;ofi_rxm rdm")
+# Switches up (how=switch: ranks as nobody) or down (how=root).
+switches_up=0
+use() {
+  local i
+  if [[ $1 == switch ]] && ((!switches_up)); then
+    for ((i = 0; i < nhosts; ++i)); do start_switch "$i"; done
+    switches_up=1
+  elif [[ $1 != switch ]] && ((switches_up)); then
+    for ((i = 0; i < nhosts; ++i)); do stop_switch "$i"; done
+    switches_up=0
+  fi
+  run_as=on_host
+  [[ $1 == switch ]] && run_as=as_user
+}
+switch_ticks() {  # both switches' CPU time so far, in clock ticks
+  local i t=0 p
+  for ((i = 0; i < nhosts; ++i)); do
+    p=$(switch_pid "$i")
+    [[ -n $p ]] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+
+results=$tmp/results  # label size usec_per_xfer MB_per_s
+swcpu=$tmp/switch_cpu  # size ticks messages
+configs=("switch softrdma msg" "root softrdma msg" "- tcp msg"
+         "switch softrdma;ofi_rxm rdm" "root softrdma;ofi_rxm rdm" "- tcp;ofi_rxm rdm")
+label_of() { if [[ $1 == - ]]; then echo "$2"; else echo "$2($1)"; fi; }
+labels=()
+for c in "${configs[@]}"; do
+  read -r how p ep <<<"$c"
+  labels+=("$(label_of "$how" "$p")")
+done
 for r in $(seq "$rounds"); do
   for c in "${configs[@]}"; do
-    read -r p ep <<<"$c"
+    read -r how p ep <<<"$c"
+    label=$(label_of "$how" "$p")
+    use "$how"
     for size in 8 1048576; do
       n=$small
       ((size > 8)) && n=$big
-      name=${p/;/+}-$size-$r
+      name=${label//[;()]/+}-$size-$r
+      t0=$(switch_ticks)
       if run_pingpong "$name" "$p" "$ep" "$size" "$n" 60; then
         # The client's result line: bytes #sent #ack total time MB/sec usec/xfer ...
-        awk -v p="$p" -v s="$size" '$2 ~ /^[0-9]/ && NF >= 8 { print p, s, $7, $6 }' \
+        awk -v p="$label" -v s="$size" '$2 ~ /^[0-9]/ && NF >= 8 { print p, s, $7, $6 }' \
           "$tmp/$name.cli" >>"$results"
+        [[ $how == switch && $p == softrdma ]] && echo "$size $(($(switch_ticks) - t0)) $((2 * n))" >>"$swcpu"
       else
-        echo "round $r: $p $size failed:"; cat "$tmp/$name.cli"
-        echo "$p $size fail fail" >>"$results"
+        echo "round $r: $label $size failed:"; cat "$tmp/$name.cli"
+        echo "$label $size fail fail" >>"$results"
       fi
     done
   done
 done
 echo "fi_pingpong across namespace hosts, $rounds rounds (8 B: -I $small, 1 MiB: -I $big)"
-printf '%-17s %-8s %-28s %-28s %s\n' provider size "usec/xfer median [min-max]" "MB/s median [min-max]" failed
-for c in "${configs[@]}"; do
-  read -r p _ <<<"$c"
+printf '%-24s %-8s %-28s %-28s %s\n' provider size "usec/xfer median [min-max]" "MB/s median [min-max]" failed
+for p in "${labels[@]}"; do
   for size in 8 1048576; do
     awk -v p="$p" -v s="$size" 'BEGIN { n = 0; f = 0 }
       $1 == p && $2 == s && $3 == "fail" { f++ }
@@ -50,11 +89,17 @@ for c in "${configs[@]}"; do
         return k % 2 ? a[int(k / 2)] : (a[k / 2 - 1] + a[k / 2]) / 2
       }
       END {
-        if (!n) { printf "%-17s %-8s %-28s %-28s %d\n", p, s, "-", "-", f; exit }
+        if (!n) { printf "%-24s %-8s %-28s %-28s %d\n", p, s, "-", "-", f; exit }
         mu = med(u, n); lo = u[0]; hi = u[n - 1]
         mm = med(m, n); mlo = m[0]; mhi = m[n - 1]
-        printf "%-17s %-8s %-28s %-28s %d\n", p, s, sprintf("%.2f [%.2f-%.2f]", mu, lo, hi),
+        printf "%-24s %-8s %-28s %-28s %d\n", p, s, sprintf("%.2f [%.2f-%.2f]", mu, lo, hi),
                sprintf("%.2f [%.2f-%.2f]", mm, mlo, mhi), f
       }' "$results"
   done
 done
+# The switches' CPU (both hosts together) per message of softrdma -e msg
+# through them, all rounds summed.
+hz=$(getconf CLK_TCK)
+awk -v hz="$hz" '{ t[$1] += $2; m[$1] += $3 }
+  END { for (s in t) printf "switch CPU, -e msg %s B: %.2f us per message (both switches, %d messages)\n",
+                             s, t[s] * 1e6 / hz / m[s], m[s] }' "$swcpu"

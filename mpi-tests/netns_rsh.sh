@@ -11,6 +11,22 @@
 # every variable exported before COMMAND runs, so the orted and through it
 # the ranks get that host's FI_SOFTRDMA_* (as a login shell's profile
 # would on a real machine).
+# As a user: with NETNS_RSH_RUNS set, the host's /run is
+# $NETNS_RSH_RUNS/HOST (its files: softrdma-switch's socket) and COMMAND
+# runs as NETNS_RSH_USER (a uid; default 65534, nobody) with its runtime
+# directory, as a login as that user would.
+if [ "${1:-}" = "--inside" ]; then  # our second half, inside the namespaces
+  host=$2 profile=$3
+  shift 3
+  hostname "$host" || exit 255
+  if [ -n "${NETNS_RSH_RUNS:-}" ]; then
+    mount --bind "$NETNS_RSH_RUNS/$host" /run || exit 255
+    uid=${NETNS_RSH_USER:-65534}
+    exec setpriv --reuid="$uid" --regid="$uid" --clear-groups \
+      env HOME=/tmp XDG_RUNTIME_DIR="/run/user/$uid" /bin/sh -c "$profile $*"
+  fi
+  exec /bin/sh -c "$profile $*"
+fi
 while [ $# -gt 0 ]; do
   case $1 in
     -x|-n|-q|-T|-t|-tt) shift ;;  # ssh/rsh flags Open MPI may add
@@ -29,4 +45,4 @@ if [ -n "${NETNS_RSH_CONF:-}" ] && [ -f "$NETNS_RSH_CONF/$host.env" ]; then
   profile="set -a; . '$NETNS_RSH_CONF/$host.env'; set +a;"
 fi
 # As ssh does: the words of COMMAND joined by spaces, read by a shell.
-exec ip netns exec "$host" unshare --uts /bin/sh -c "hostname '$host' && $profile $*"
+exec ip netns exec "$host" unshare --uts --mount "$0" --inside "$host" "$profile" "$@"

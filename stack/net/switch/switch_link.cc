@@ -1,12 +1,14 @@
 #include "stack/net/switch/switch_link.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -79,15 +81,20 @@ namespace {
 class SwitchLink final : public FrameLink {
  public:
   explicit SwitchLink(std::shared_ptr<SwitchSession::Shared> s) : s_(std::move(s)) {
-    const uint32_t n = 2 * kBuffers;
+    // lwIP keeps frames until their bytes are placed (and out-of-order ones
+    // longer): about 16 MB of them, as a port's pool would hold.
+    const uint32_t n = static_cast<uint32_t>(
+        std::clamp<size_t>((16u << 20) / stride(), kMinBuffers, kMaxBuffers));
     bufs_.resize(size_t{n} * stride());
     for (uint32_t i = 0; i < n; ++i) free_.push_back(bufs_.data() + size_t{i} * stride());
   }
 
   int rx_burst(RxFrame* out, int max) override {
-    if (sleeping_) {
+    if (sleeping_) {  // awake again: the kick (if any) is spent
       s_->to_rank->set_sleeping(false);
       sleeping_ = false;
+      uint64_t v;
+      (void)!::read(s_->kick_rank, &v, sizeof(v));
     }
     int n = 0;
     while (n < max && !free_.empty()) {
@@ -101,6 +108,13 @@ class SwitchLink final : public FrameLink {
       out[n++] = RxFrame{b, b + kFramePrivSize, len, b};
       c_.rx_packets++;
       c_.rx_bytes += len;
+    }
+    // A process polling for a reply needs the switch to run: when cores
+    // are fewer than busy processes, give it the CPU now and then.
+    if (n > 0) {
+      empty_polls_ = 0;
+    } else if (++empty_polls_ % kYieldEvery == 0) {
+      sched_yield();
     }
     return n;
   }
@@ -139,12 +153,20 @@ class SwitchLink final : public FrameLink {
   void rx_wait_arm() override {
     s_->to_rank->set_sleeping(true);
     sleeping_ = true;
+    // A frame published before the flag was seen gets no kick: kick ourselves.
+    const uint8_t* d;
+    uint32_t len;
+    if (s_->to_rank->peek(&d, &len) != 0) {
+      const uint64_t one = 1;
+      (void)!::write(s_->kick_rank, &one, sizeof(one));
+    }
   }
   const std::string& name() const override { return s_->name; }
   LinkCounters counters() const override { return c_; }
 
  private:
-  static constexpr uint32_t kBuffers = 1024;
+  static constexpr size_t kMinBuffers = 2048, kMaxBuffers = 16384;
+  static constexpr uint32_t kYieldEvery = 64;
   bool up() const { return s_->up.load(std::memory_order_relaxed); }
   size_t stride() const { return kFramePrivSize + ((s_->to_rank->slot_size() + 63) & ~size_t{63}); }
 
@@ -153,6 +175,7 @@ class SwitchLink final : public FrameLink {
   std::vector<uint8_t*> free_;
   LinkCounters c_;
   bool dirty_ = false, sleeping_ = false;
+  uint32_t empty_polls_ = 0;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // processes of this host (switch.h). Run as root, once per interface
 // (systemd: softrdma-switch@<interface>.service). Idle, it sleeps in
 // epoll on the AF_XDP socket, the ranks' kicks and the control socket.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -48,9 +49,15 @@ void Switch::run(const volatile bool* stop) {
     const Clock::time_point now = Clock::now();
     if (moved > 0) last = now;
     if (++pass % kControlEvery == 0) handle_events(0);
-    if (moved == 0 && now - last > kSpin) {
-      sleep_until_work();
-      last = Clock::now();
+    if (moved == 0) {
+      if (now - last > kSpin) {
+        sleep_until_work();
+        last = Clock::now();
+      } else {
+        // Spinning, but the ranks come first: on a host with fewer cores
+        // than busy processes, the frame we wait for is theirs to send.
+        sched_yield();
+      }
     }
     sweep_dropped();
   }

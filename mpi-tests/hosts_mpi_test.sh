@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# MPI across hosts as users run it: two network namespace hosts on a bridge
+# (fi-tests/hosts_lib.sh), each with its kernel address on its one
+# interface and softrdma-switch running on it (the administrator's one
+# step); a head node (the bridge's address in the root namespace) runs
+# mpirun with one hostfile, which starts the daemons through an rsh agent
+# (netns_rsh.sh) as the user nobody: 4 ranks per host, 8 in all, over
+# Open MPI's parameter set (--tune packaging/amca/softrdma; one-sided adds
+# --mca osc pt2pt), no per-rank or per-host setting (no FI_SOFTRDMA_*
+# variable at all).
+#
+# For mpi_p2p (0 B to 64 MiB, every ordered pair), mpi_coll and
+# mpi_onesided, asserts:
+#  - PASS, and all 8 ranks chose softrdma;ofi_rxm;
+#  - cross-host pairs took the bypass path: each host's XDP program
+#    redirected at least the frames the cross-host payload needs, while its
+#    kernel TCP sent far fewer segments (Open MPI's out-of-band traffic);
+#  - every rank attached to its host's switch as nobody, and same-host
+#    pairs used the memif mesh (each rank announced a mesh link).
+# usage: hosts_mpi_test.sh <prov dir> <mpi-tests bin dir> <softrdma-switch> <amca file> [seconds per job]
+# Needs root (namespaces; the ranks drop to nobody). Fails, never skips.
+set -uo pipefail
+prov=${1:?usage: hosts_mpi_test.sh <prov dir> <bin dir> <switch> <amca file> [seconds]}
+bin=${2:?bin dir}
+switch=${3:?softrdma-switch}
+amca=${4:?amca file}
+secs=${5:-240}
+fail() { echo "hosts_mpi_test: FAIL: $*" >&2; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+agent=$here/netns_rsh.sh
+amca=$(cd "$(dirname "$amca")" && pwd)/$(basename "$amca")
+switch=$(cd "$(dirname "$switch")" && pwd)/$(basename "$switch")
+for p in mpi_p2p mpi_coll mpi_onesided; do [[ -x $bin/$p ]] || fail "no $bin/$p"; done
+bin=$(cd "$bin" && pwd)
+command -v mpirun >/dev/null || fail "mpirun not installed"
+mark=0 nhosts=2
+# shellcheck source=fi-tests/hosts_lib.sh
+source "$here/../fi-tests/hosts_lib.sh"
+
+# The head node: the bridge's address, where mpirun runs.
+ip addr add "$net.254/24" dev "$br" || fail "head node address"
+for ((i = 0; i < nhosts; ++i)); do
+  start_switch "$i"
+  mkdir -p "$tmp/runs" && ln -s "$tmp/run$i" "$tmp/runs/${hosts[$i]}"
+  echo "${hosts[$i]} slots=4" >>"$tmp/hostfile"
+done
+chmod 755 "$tmp"  # nobody's daemons read nothing here, but traverse to nothing either
+
+redirected() {
+  ip netns exec "${hosts[$1]}" ethtool -S "$iface" |
+    awk -F': *' '/rx_queue_[0-9]+_xdp_redirect/ { n += $2 } END { print n + 0 }'
+}
+out_segs() {
+  # shellcheck disable=SC2016
+  ip netns exec "${hosts[$1]}" awk '
+    $1 == "Tcp:" && !hdr { for (i = 2; i <= NF; ++i) col[$i] = i; hdr = 1; next }
+    $1 == "Tcp:" && hdr { print $col["OutSegs"]; exit }' /proc/net/snmp
+}
+
+# job <program> <cross-host payload each way, octets (at least)> [mpirun options]
+job() {
+  local prog=$1 payload=$2 log=$tmp/$1.log
+  shift 2
+  local r0 r1 s0 s1
+  r0=$(redirected 0) r1=$(redirected 1) s0=$(out_segs 0) s1=$(out_segs 1)
+  NETNS_RSH_RUNS=$tmp/runs timeout -k 10 "$secs" mpirun --allow-run-as-root \
+    --hostfile "$tmp/hostfile" -np 8 --oversubscribe \
+    --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
+    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
+    --tune "$amca" --mca mtl_ofi_verbose 1 \
+    -x FI_PROVIDER_PATH="$prov" -x FI_SOFTRDMA_DEBUG=1 "$@" \
+    "$bin/$prog" >"$log" 2>&1
+  local rc=$? why=""
+  local n need dr0 dr1 ds0 ds1 links
+  n=$(grep -c 'mtl:ofi:prov: softrdma;ofi_rxm' "$log")
+  need=$((payload / 1448))
+  dr0=$(($(redirected 0) - r0)) dr1=$(($(redirected 1) - r1))
+  ds0=$(($(out_segs 0) - s0)) ds1=$(($(out_segs 1) - s1))
+  links=$(grep -o 'softrdma\[[0-9]*\]: link to' "$log" | sort -u | wc -l)
+  echo "$prog: rc=$rc; $n of 8 ranks on softrdma;ofi_rxm; XDP redirected A=$dr0 B=$dr1 frames" \
+       "(cross-host payload needs >= $need); kernel TCP OutSegs A=$ds0 B=$ds1; $links ranks opened mesh links"
+  if [[ $rc == 124 || $rc == 137 ]]; then why="timed out after ${secs}s"
+  elif [[ $rc != 0 ]]; then why="mpirun exited with $rc"
+  elif ! grep -q "^PASS " "$log"; then why="no PASS line"
+  elif [[ $n != 8 ]]; then why="$n of 8 ranks chose softrdma;ofi_rxm"
+  elif ((dr0 < need || dr1 < need)); then why="the bypass path carried too few frames"
+  elif ((need > 10000 && (ds0 > need / 10 || ds1 > need / 10))); then why="the payload went through the kernel's TCP"
+  elif ((links < 8)); then why="only $links of 8 ranks opened memif mesh links to same-host ranks"
+  fi
+  [[ -z $why ]] || { cat "$log"; fail "$prog: $why"; }
+}
+
+# Cross-host payload at least: p2p sends 0-4 MiB between every ordered pair
+# and up to 64 MiB from rank 0 (4 of its peers are on the other host).
+job mpi_p2p $((4 * 64 * 1024 * 1024))
+job mpi_coll 0
+job mpi_onesided 0 --mca osc pt2pt  # one-sided over the MTL (see onesided.c)
+for ((i = 0; i < nhosts; ++i)); do
+  a=$(grep -c "(uid 65534) attached" "$tmp/switch$i.log")
+  r=$(grep -c "(uid 0) attached" "$tmp/switch$i.log")
+  echo "host ${letters:i:1}: switch attached $a ranks as nobody, $r as root"
+  ((a >= 12 && r == 0)) || { cat "$tmp/switch$i.log"; fail "host $i's ranks did not all come as nobody"; }
+done
+echo "hosts_mpi_test: PASS"
