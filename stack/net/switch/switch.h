@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -37,6 +38,7 @@ struct Rank {
   int kick_switch = -1, kick_rank = -1;
   std::unique_ptr<FrameRing> to_rank, to_switch;
   std::map<uint16_t, PortReservation> ports;
+  std::deque<RxFrame> waiting;  // NIC frames for a full ring, oldest first
   bool kicked = false;  // frames pushed this pass
   ~Rank();
 };
@@ -44,6 +46,7 @@ struct Rank {
 struct SwitchCounters {
   uint64_t nic_rx = 0, nic_tx = 0, to_rank = 0, from_rank = 0;
   uint64_t drop_no_rank = 0, drop_rank_full = 0, drop_refused = 0, nic_busy = 0;
+  uint64_t rank_waits = 0;  // frames that waited for room in a rank's ring
   uint64_t ranks_attached = 0, ranks_dropped = 0;
 };
 
@@ -67,6 +70,8 @@ class Switch {
   void handle_events(int timeout_ms);  // control requests and kicks
   // switch_datapath.cc: frames moved this pass
   int nic_to_ranks();
+  bool to_rank(Rank* r, const RxFrame& f);  // false: its ring is full
+  void flush_waiting();
   int ranks_to_nic();
   bool frame_allowed(const Rank& r, const uint8_t* f, uint32_t len) const;
   // switch_main.cc
@@ -81,6 +86,7 @@ class Switch {
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::array<Rank*, 65536> by_port_{};
   std::vector<Rank*> dropped_;
+  size_t waiting_ = 0;  // NIC frames held in ranks' waiting queues
   SwitchCounters c_;
 };
 

@@ -138,6 +138,8 @@ int Switch::open(const std::string& ifname, std::string* error) {
 }
 
 Switch::~Switch() {
+  for (auto& r : ranks_)  // the NIC's buffers go back before the NIC closes
+    for (const RxFrame& f : r->waiting) nic_.port->rx_release(f.handle);
   ranks_.clear();  // their ports first: the reservations close
   if (ctl_ >= 0) {
     ::unlink(ctl_path(iface_.name).c_str());
@@ -248,6 +250,9 @@ void Switch::drop(Rank* r) {
   std::fprintf(stderr, "softrdma-switch: %s: pid %d gone; %zu ports let go\n", iface_.name.c_str(),
                static_cast<int>(r->pid), r->ports.size());
   r->ports.clear();
+  for (const RxFrame& f : r->waiting) nic_.port->rx_release(f.handle);
+  waiting_ -= r->waiting.size();
+  r->waiting.clear();
   ::epoll_ctl(ep_, EPOLL_CTL_DEL, r->ctl, nullptr);
   if (r->kick_switch >= 0) ::epoll_ctl(ep_, EPOLL_CTL_DEL, r->kick_switch, nullptr);
   ::close(r->ctl);

@@ -15,6 +15,9 @@ namespace {
 constexpr int kBurst = 32;
 constexpr uint32_t kEth = 14, kMinTcpFrame = kEth + 20 + 20;
 constexpr uint32_t kCheckedHead = 128;  // copied out before it is checked
+// NIC frames that may wait for room in ranks' rings: per rank and in all,
+// well inside the port's 8192 buffers (the rest keep the NIC receiving).
+constexpr size_t kMaxWaitingPerRank = 1024, kMaxWaiting = 4096;
 
 uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
 
@@ -33,31 +36,55 @@ void kick(int fd) {
 
 }  // namespace
 
+bool Switch::to_rank(Rank* r, const RxFrame& f) {
+  uint32_t slot;
+  uint8_t* dst = r->to_rank->reserve(&slot);
+  if (dst == nullptr) return false;
+  std::memcpy(dst, f.data, f.len);
+  r->to_rank->commit(slot, f.len);
+  r->kicked = true;
+  ++c_.to_rank;
+  return true;
+}
+
+// Frames that found a rank's ring full wait in the switch (the NIC's
+// buffers) rather than being dropped: a drop costs TCP a retransmission.
+void Switch::flush_waiting() {
+  for (auto& r : ranks_) {
+    while (!r->waiting.empty() && to_rank(r.get(), r->waiting.front())) {
+      nic_.port->rx_release(r->waiting.front().handle);
+      r->waiting.pop_front();
+      --waiting_;
+    }
+  }
+}
+
 int Switch::nic_to_ranks() {
+  if (waiting_ > 0) flush_waiting();
   RxFrame f[kBurst];
   const int n = nic_.port->rx_burst(f, kBurst);
   for (int i = 0; i < n; ++i) {
     ++c_.nic_rx;
     const uint32_t t = tcp_offset(f[i].data, f[i].len);
     Rank* r = t ? by_port_[be16(f[i].data + t + 2)] : nullptr;
-    uint32_t slot;
-    uint8_t* dst = r && f[i].len <= slot_size_ ? r->to_rank->reserve(&slot) : nullptr;
-    if (dst != nullptr) {
-      std::memcpy(dst, f[i].data, f[i].len);
-      r->to_rank->commit(slot, f[i].len);
-      r->kicked = true;
-      ++c_.to_rank;
+    if (r == nullptr || f[i].len > slot_size_) {
+      ++c_.drop_no_rank;
+    } else if (r->waiting.empty() && to_rank(r, f[i])) {
+      // delivered
+    } else if (r->waiting.size() < kMaxWaitingPerRank && waiting_ < kMaxWaiting) {
+      r->waiting.push_back(f[i]);
+      ++waiting_;
+      ++c_.rank_waits;
+      continue;  // the buffer stays ours till it is delivered
     } else {
-      ++(r ? c_.drop_rank_full : c_.drop_no_rank);
+      ++c_.drop_rank_full;
     }
     nic_.port->rx_release(f[i].handle);
   }
-  if (n > 0) {
-    for (auto& r : ranks_) {
-      if (!r->kicked) continue;
-      r->kicked = false;
-      if (r->to_rank->consumer_sleeping()) kick(r->kick_rank);
-    }
+  for (auto& r : ranks_) {
+    if (!r->kicked) continue;
+    r->kicked = false;
+    if (r->to_rank->consumer_sleeping()) kick(r->kick_rank);
   }
   return n;
 }

@@ -19,10 +19,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // Busy polling for this long after the last frame: a reply usually comes
 // back within it, and a wake-up costs more than the spin.
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(20);
 constexpr int kControlEvery = 1024;  // passes between control checks while busy
-// The longest sleep: without an AF_XDP socket to wait on (never expected),
-// the NIC is looked at this often.
+// The longest sleep; without an AF_XDP socket to wait on (never expected)
+// or while NIC frames wait for a rank, the shorter one.
 constexpr int kSleepMs = 100, kSleepBlindMs = 1;
 
 }  // namespace
@@ -36,7 +36,8 @@ void Switch::sleep_until_work() {
     uint32_t len;
     work |= r->to_switch && r->to_switch->peek(&d, &len) != 0;
   }
-  if (!work) handle_events(nic_.xsk_fd >= 0 ? kSleepMs : kSleepBlindMs);
+  // Frames waiting for a rank's ring: look again soon, whoever wakes us.
+  if (!work) handle_events(nic_.xsk_fd >= 0 && waiting_ == 0 ? kSleepMs : kSleepBlindMs);
   for (auto& r : ranks_)
     if (r->to_switch) r->to_switch->set_sleeping(false);
 }
@@ -100,10 +101,10 @@ int main(int argc, char** argv) {
   const auto& c = s.counters();
   std::fprintf(stderr,
                "softrdma-switch: %s: nic_rx=%llu to_rank=%llu from_rank=%llu drop_no_rank=%llu "
-               "drop_rank_full=%llu drop_refused=%llu ranks=%llu\n",
+               "drop_rank_full=%llu drop_refused=%llu rank_waits=%llu ranks=%llu\n",
                argv[1], (unsigned long long)c.nic_rx, (unsigned long long)c.to_rank,
                (unsigned long long)c.from_rank, (unsigned long long)c.drop_no_rank,
                (unsigned long long)c.drop_rank_full, (unsigned long long)c.drop_refused,
-               (unsigned long long)c.ranks_attached);
+               (unsigned long long)c.rank_waits, (unsigned long long)c.ranks_attached);
   return 0;
 }
