@@ -86,6 +86,28 @@ for msg in (b"garbage", struct.pack("<IIIiH", 0x53525357, 1, 3, 0, 80) + bytes(2
 cat "$tmp/stranger.log"
 grep -q "malformed request; dropped" "$tmp/switch0.log" && grep -q "out of turn; dropped" "$tmp/switch0.log" ||
   { cat "$tmp/switch0.log"; fail "the switch did not refuse a stranger's requests"; }
+# A user who attaches properly: a privileged port is refused, any port is
+# given (and let go when the user leaves).
+as_user 0 /usr/bin/python3 -c '
+import array, socket, struct, sys
+MSG = "<IIIiH6sIIIII"  # switch_proto.h: Msg
+def msg(op, port=0): return struct.pack(MSG, 0x53525357, 1, op, 0, port, bytes(6), 0, 0, 0, 0, 0)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1]); s.settimeout(5)
+s.send(msg(1))
+data, anc, _, _ = s.recvmsg(64, socket.CMSG_SPACE(3 * 4))
+fds = array.array("i")
+for level, kind, d in anc:
+    fds.frombytes(d[: len(d) - len(d) % 4])
+assert struct.unpack(MSG, data)[2] == 2 and len(fds) == 3, "no welcome with three descriptors"
+for port in (80, 0):
+    s.send(msg(3, port))
+    r = struct.unpack(MSG, s.recv(64))
+    print("hold", port, "->", "rc", r[3], "port", r[4])
+' "/run/softrdma-switch/$iface.ctl" >"$tmp/holder.log" 2>&1 || { cat "$tmp/holder.log"; fail "holder probe"; }
+cat "$tmp/holder.log"
+grep -q "^hold 80 -> rc -13 " "$tmp/holder.log" || fail "the switch gave nobody a privileged port"
+grep -Eq "^hold 0 -> rc 0 port [1-9]" "$tmp/holder.log" || fail "the switch gave no port"
 [[ -n $(switch_pid 0) ]] || fail "the switch died of a stranger's request"
 
 # --- a rank SIGKILLed mid-run ---------------------------------------------------

@@ -20,6 +20,8 @@
 #    fewer segments than that (its out-of-band socket only);
 #  - the kernel's own TCP on another port (an echo server in A, as ssh
 #    would be) answers B throughout.
+# With two hosts, the link between them goes down for 3 s mid-run and the
+# pair must finish with its data checked (TCP retransmits across it).
 # With a switch, also: four pairs of ranks at once, each pair checking its
 # data; a request no switch knows from another local user is refused and
 # the switch serves on; a rank SIGKILLed mid-run ends its peer with an error
@@ -130,5 +132,28 @@ echo "kernel echo (port 2222, A <- B) during the runs: $echo_state"
 if ! [[ $echo_state =~ ^ok=([0-9]+)\ bad=0$ ]] || ((BASH_REMATCH[1] == 0)); then
   cat "$tmp/echo.log"
   fail "the kernel's own TCP between the hosts broke: $echo_state"
+fi
+
+# --- the link down for 3 s mid-run (two hosts; after the echo, which the cut
+# would break): TCP carries the pair across the outage, data checked.
+if ((nhosts == 2)); then
+  n=600000  # about 10 s of 8 B round trips either way: the cut falls inside
+  [[ -n $switch ]] && n=200000
+  $run_as 0 timeout 120 fi_pingpong -p softrdma -e msg -S 8 -I "$n" -c -B 47710 >"$tmp/cut.srv" 2>&1 &
+  srv=$!
+  for _ in $(seq 50); do
+    ip netns exec "${hosts[0]}" ss -Hltn 'sport = :47710' | grep -q . && break
+    sleep 0.1
+  done
+  $run_as 1 timeout 120 fi_pingpong -p softrdma -e msg -S 8 -I "$n" -c -P 47710 "${addr[0]}" \
+    >"$tmp/cut.cli" 2>&1 &
+  cli=$!
+  sleep 2
+  kill -0 "$cli" || { cat "$tmp/cut.cli" "$tmp/cut.srv"; fail "link cut: the pair ended before the cut"; }
+  ip link set "${ports[1]}" down && sleep 3 && ip link set "${ports[1]}" up || fail "link cut"
+  t0=$SECONDS
+  wait "$cli" && wait "$srv" ||
+    { cat "$tmp/cut.cli" "$tmp/cut.srv"; fail "the pair did not survive the link down for 3 s"; }
+  echo "link down 3 s: the pair finished, data checked, $((SECONDS - t0)) s after the link came back"
 fi
 echo "hosts_test: PASS"
