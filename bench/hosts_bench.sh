@@ -10,7 +10,7 @@
 # themselves ("root" rows); the switch's CPU time per message is reported.
 # usage: hosts_bench.sh <dir with libsoftrdma-fi.so> <softrdma-switch> [rounds (5)]
 #                       [iterations at 8 B (2000)] [iterations at 1 MiB (100)]
-# Needs root.
+# Needs root. mtu=N sets every link's MTU (default 1500).
 set -uo pipefail
 prov=${1:?usage: hosts_bench.sh <prov dir> <softrdma-switch> [rounds] [iters 8 B] [iters 1 MiB]}
 switch_prog=${2:?usage: hosts_bench.sh <prov dir> <softrdma-switch> [rounds] [iters 8 B] [iters 1 MiB]}
@@ -77,7 +77,7 @@ for r in $(seq "$rounds"); do
     done
   done
 done
-echo "fi_pingpong across namespace hosts, $rounds rounds (8 B: -I $small, 1 MiB: -I $big)"
+echo "fi_pingpong across namespace hosts, MTU $mtu, $rounds rounds (8 B: -I $small, 1 MiB: -I $big)"
 printf '%-24s %-8s %-28s %-28s %s\n' provider size "usec/xfer median [min-max]" "MB/s median [min-max]" failed
 for p in "${labels[@]}"; do
   for size in 8 1048576; do

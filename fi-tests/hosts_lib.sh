@@ -22,6 +22,7 @@ done
 prov=$(cd "$prov" && pwd)  # the hosts run elsewhere (ip netns exec)
 
 nhosts=${nhosts:-2}
+mtu=${mtu:-1500}  # every link's MTU: the veths and the bridge
 mark=${mark:-1}
 switch=${switch:-}
 ((nhosts >= 2 && nhosts <= 26)) || fail "nhosts is 2 to 26, not $nhosts"
@@ -51,7 +52,7 @@ trap cleanup EXIT
 trap 'fail interrupted' INT TERM
 
 # --- the hosts ----------------------------------------------------------------
-ip link add "$br" type bridge || fail "cannot create bridge $br"
+ip link add "$br" mtu "$mtu" type bridge || fail "cannot create bridge $br"
 ip link set "$br" up || fail "$br up"
 for ((i = 0; i < nhosts; ++i)); do
   h=${hosts[$i]}
@@ -59,7 +60,8 @@ for ((i = 0; i < nhosts; ++i)); do
   ip -n "$h" link set lo up || fail "lo up in $h"
   ip netns exec "$h" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
     net.ipv6.conf.default.disable_ipv6=1 || fail "sysctl in $h"
-  ip link add "${ports[$i]}" type veth peer name "$iface" netns "$h" || fail "veth of $h"
+  ip link add "${ports[$i]}" mtu "$mtu" type veth peer name "$iface" mtu "$mtu" netns "$h" ||
+    fail "veth of $h (MTU $mtu)"
   ip link set "${ports[$i]}" master "$br" up || fail "${ports[$i]} into $br"
   ip -n "$h" addr add "${addr[$i]}/24" dev "$iface" || fail "address in $h"
   ip -n "$h" link set "$iface" up || fail "$iface up in $h"

@@ -38,6 +38,8 @@ export FI_SOFTRDMA_TRANSPORT=dpdk
 die() {
   echo "wire_fault_test: FAIL: $*"
   for f in "$tmp"/*.log; do echo "--- $(basename "$f") (last 12 lines)"; tail -12 "$f"; done
+  # Both processes' link and stack counters at exit: which side stopped.
+  [[ -s $tmp/stats ]] && { echo "--- stats"; cat "$tmp/stats"; }
   keep=1
   exit 1
 }

@@ -24,16 +24,19 @@ constexpr uint32_t kKernelHeadroom = 256;
 rte_mempool* create_xdp_pool(const char* name, uint32_t mbufs, uint32_t cache, uint32_t room,
                              std::string* why) {
   constexpr uint32_t kFlags = RTE_MEMPOOL_F_NO_SPREAD;
+  const uint32_t fixed = sizeof(rte_mbuf) + kFramePrivSize;
+  const uint32_t least = RTE_PKTMBUF_HEADROOM + kKernelHeadroom + room;
+  uint32_t largest = 0;  // the longest frame an object holds
   for (uint32_t object : {2048u, 4096u}) {
     // The largest buffer whose object (header, mbuf, private area, buffer)
     // is exactly `object` octets.
-    const uint32_t fixed = sizeof(rte_mbuf) + kFramePrivSize;
     uint32_t buf = object - fixed;
-    const uint32_t least = RTE_PKTMBUF_HEADROOM + kKernelHeadroom + room;
     while (buf > least && rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) > object)
       buf -= RTE_CACHE_LINE_SIZE;
-    if (buf < least ||
-        rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) != object)
+    if (rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) == object &&
+        buf > RTE_PKTMBUF_HEADROOM + kKernelHeadroom)
+      largest = buf - RTE_PKTMBUF_HEADROOM - kKernelHeadroom;
+    if (buf < least || rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) != object)
       continue;
     rte_mempool* mp = rte_mempool_create_empty(name, mbufs, fixed + buf, cache,
                                                sizeof(rte_pktmbuf_pool_private), SOCKET_ID_ANY,
@@ -53,6 +56,12 @@ rte_mempool* create_xdp_pool(const char* name, uint32_t mbufs, uint32_t cache, u
     }
     rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
     return mp;
+  }
+  if (room > largest) {  // AF_XDP has no multi-buffer frames here: one frame, one page
+    *why = "af_xdp: the interface's MTU gives " + std::to_string(room) + " B frames; a 4 KiB " +
+           "AF_XDP frame holds at most " + std::to_string(largest) + " B (an MTU of at most " +
+           std::to_string(largest - kEthHeader - kVlanTag) + ")";
+    return nullptr;
   }
   *why = "af_xdp mbuf pool (" + std::to_string(mbufs) + " objects of 2 or 4 KiB for " +
          std::to_string(room) + " B frames): " + rte_strerror(rte_errno);
