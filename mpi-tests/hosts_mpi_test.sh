@@ -26,25 +26,12 @@ switch=${3:?softrdma-switch}
 amca=${4:?amca file}
 secs=${5:-240}
 fail() { echo "hosts_mpi_test: FAIL: $*" >&2; exit 1; }
-here=$(cd "$(dirname "$0")" && pwd)
-agent=$here/netns_rsh.sh
 amca=$(cd "$(dirname "$amca")" && pwd)/$(basename "$amca")
 switch=$(cd "$(dirname "$switch")" && pwd)/$(basename "$switch")
 for p in mpi_p2p mpi_coll mpi_onesided; do [[ -x $bin/$p ]] || fail "no $bin/$p"; done
 bin=$(cd "$bin" && pwd)
-command -v mpirun >/dev/null || fail "mpirun not installed"
-mark=0 nhosts=2
-# shellcheck source=fi-tests/hosts_lib.sh
-source "$here/../fi-tests/hosts_lib.sh"
-
-# The head node: the bridge's address, where mpirun runs.
-ip addr add "$net.254/24" dev "$br" || fail "head node address"
-for ((i = 0; i < nhosts; ++i)); do
-  start_switch "$i"
-  mkdir -p "$tmp/runs" && ln -s "$tmp/run$i" "$tmp/runs/${hosts[$i]}"
-  echo "${hosts[$i]} slots=4" >>"$tmp/hostfile"
-done
-chmod 755 "$tmp"  # nobody's daemons read nothing here, but traverse to nothing either
+# shellcheck source=mpi-tests/hosts_mpi_lib.sh
+source "$(dirname "$0")/hosts_mpi_lib.sh"
 
 redirected() {
   ip netns exec "${hosts[$1]}" ethtool -S "$iface" |
@@ -63,12 +50,7 @@ job() {
   shift 2
   local r0 r1 s0 s1
   r0=$(redirected 0) r1=$(redirected 1) s0=$(out_segs 0) s1=$(out_segs 1)
-  NETNS_RSH_RUNS=$tmp/runs timeout -k 10 "$secs" mpirun --allow-run-as-root \
-    --hostfile "$tmp/hostfile" -np 8 --oversubscribe \
-    --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
-    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
-    --tune "$amca" --mca mtl_ofi_verbose 1 \
-    -x FI_PROVIDER_PATH="$prov" -x FI_SOFTRDMA_DEBUG=1 "$@" \
+  mpirun_hosts "$secs" -np 8 --tune "$amca" --mca mtl_ofi_verbose 1 -x FI_SOFTRDMA_DEBUG=1 "$@" \
     "$bin/$prog" >"$log" 2>&1
   local rc=$? why=""
   local n need dr0 dr1 ds0 ds1 links
