@@ -1,6 +1,7 @@
 # Sourced by hosts_test.sh when softrdma-switch serves the hosts (ranks as
 # nobody): several ranks per host at once, another local user at the
-# switch's control socket, a rank killed, the switch killed and restarted.
+# switch's control socket, a rank killed (both switches back to what they
+# held before), the switch killed and restarted.
 # shellcheck shell=bash
 
 pid_on() {  # host, program: the pid of that program on the host, if any
@@ -111,12 +112,29 @@ grep -Eq "^hold 0 -> rc 0 port [1-9]" "$tmp/holder.log" || fail "the switch gave
 [[ -n $(switch_pid 0) ]] || fail "the switch died of a stranger's request"
 
 # --- a rank SIGKILLed mid-run ---------------------------------------------------
+# What a switch holds for its ranks: descriptors (control connections,
+# kicks, port reservations) and mapped rings.
+switch_holds() {
+  local p
+  p=$(switch_pid "$1")
+  echo "fds $(find "/proc/$p/fd" -mindepth 1 | wc -l) rings $(grep -c softrdma-switch-rings "/proc/$p/maps")"
+}
+base0=$(switch_holds 0) base1=$(switch_holds 1)
 long_pair killrank
+during1=$(switch_holds 1)
+[[ $during1 != "$base1" ]] || fail "B's switch holds nothing for a running rank ($during1)"
 kill -KILL "$(pid_on 1 fi_pingpong)"
 ends_with_error_within 60 "$srv_pid"
 wait "$cli_pid"
 grep -q "ports let go" "$tmp/switch1.log" || fail "B's switch kept a dead rank's ports"
 echo "rank SIGKILLed: its peer ended with an error: $(tail -1 "$tmp/killrank.srv")"
+for _ in $(seq 50); do
+  [[ $(switch_holds 0) == "$base0" && $(switch_holds 1) == "$base1" ]] && break
+  sleep 0.1
+done
+echo "switches after the pair: A $(switch_holds 0), B $(switch_holds 1) (before: A $base0, B $base1; B during: $during1)"
+[[ $(switch_holds 0) == "$base0" && $(switch_holds 1) == "$base1" ]] ||
+  fail "a switch did not give back what it held for the gone ranks"
 
 # --- the switch SIGKILLed mid-run, then restarted -------------------------------
 long_pair killswitch

@@ -47,6 +47,7 @@ struct SwitchCounters {
   uint64_t nic_rx = 0, nic_tx = 0, to_rank = 0, from_rank = 0;
   uint64_t drop_no_rank = 0, drop_rank_full = 0, drop_refused = 0, nic_busy = 0;
   uint64_t rank_waits = 0;  // frames that waited for room in a rank's ring
+  uint64_t rank_kicks = 0;  // wake-ups sent to sleeping ranks
   uint64_t ranks_attached = 0, ranks_dropped = 0;
 };
 

@@ -84,7 +84,10 @@ int Switch::nic_to_ranks() {
   for (auto& r : ranks_) {
     if (!r->kicked) continue;
     r->kicked = false;
-    if (r->to_rank->consumer_sleeping()) kick(r->kick_rank);
+    if (r->to_rank->consumer_sleeping()) {
+      kick(r->kick_rank);
+      ++c_.rank_kicks;
+    }
   }
   return n;
 }

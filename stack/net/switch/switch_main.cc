@@ -101,10 +101,11 @@ int main(int argc, char** argv) {
   const auto& c = s.counters();
   std::fprintf(stderr,
                "softrdma-switch: %s: nic_rx=%llu to_rank=%llu from_rank=%llu drop_no_rank=%llu "
-               "drop_rank_full=%llu drop_refused=%llu rank_waits=%llu ranks=%llu\n",
+               "drop_rank_full=%llu drop_refused=%llu rank_waits=%llu rank_kicks=%llu ranks=%llu\n",
                argv[1], (unsigned long long)c.nic_rx, (unsigned long long)c.to_rank,
                (unsigned long long)c.from_rank, (unsigned long long)c.drop_no_rank,
                (unsigned long long)c.drop_rank_full, (unsigned long long)c.drop_refused,
-               (unsigned long long)c.rank_waits, (unsigned long long)c.ranks_attached);
+               (unsigned long long)c.rank_waits, (unsigned long long)c.rank_kicks,
+               (unsigned long long)c.ranks_attached);
   return 0;
 }
