@@ -46,10 +46,10 @@ bench_line() {
 results=$tmp/results
 for ((r = 1; r <= rounds; ++r)); do
   for b in latency bw allreduce; do
+    read -r -a w <<<"$(bench_line "$b")"
+    np=${w[0]} map=${w[1]} size=${w[-1]}
+    unset 'w[-1]'
     for p in softrdma tcp-btl tcp-ofi; do
-      read -r -a w <<<"$(bench_line "$b")"
-      np=${w[0]} map=${w[1]} size=${w[-1]}
-      unset 'w[-1]'
       # shellcheck disable=SC2046  # the path's options are words
       mpirun_hosts 300 -np "$np" --map-by "$map" $(path_args "$p") \
         "$bin/${w[2]}" "${w[@]:3}" >"$tmp/run.log" 2>&1

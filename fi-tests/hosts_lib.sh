@@ -26,6 +26,7 @@ mtu=${mtu:-1500}  # every link's MTU: the veths and the bridge
 mark=${mark:-1}
 switch=${switch:-}
 ((nhosts >= 2 && nhosts <= 26)) || fail "nhosts is 2 to 26, not $nhosts"
+[[ $mtu =~ ^[0-9]+$ ]] && ((mtu >= 576 && mtu <= 65535)) || fail "mtu is 576 to 65535, not $mtu"
 id=$$
 hosts=() ports=() addr=()
 letters=ABCDEFGHIJKLMNOPQRSTUVWXYZ

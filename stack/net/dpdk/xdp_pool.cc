@@ -33,11 +33,10 @@ rte_mempool* create_xdp_pool(const char* name, uint32_t mbufs, uint32_t cache, u
     uint32_t buf = object - fixed;
     while (buf > least && rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) > object)
       buf -= RTE_CACHE_LINE_SIZE;
-    if (rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) == object &&
-        buf > RTE_PKTMBUF_HEADROOM + kKernelHeadroom)
+    if (rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) != object) continue;
+    if (buf > RTE_PKTMBUF_HEADROOM + kKernelHeadroom)
       largest = buf - RTE_PKTMBUF_HEADROOM - kKernelHeadroom;
-    if (buf < least || rte_mempool_calc_obj_size(fixed + buf, kFlags, nullptr) != object)
-      continue;
+    if (buf < least) continue;
     rte_mempool* mp = rte_mempool_create_empty(name, mbufs, fixed + buf, cache,
                                                sizeof(rte_pktmbuf_pool_private), SOCKET_ID_ANY,
                                                kFlags);
@@ -57,7 +56,7 @@ rte_mempool* create_xdp_pool(const char* name, uint32_t mbufs, uint32_t cache, u
     rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
     return mp;
   }
-  if (room > largest) {  // AF_XDP has no multi-buffer frames here: one frame, one page
+  if (largest > kEthHeader + kVlanTag && room > largest) {  // no multi-buffer AF_XDP frames here
     *why = "af_xdp: the interface's MTU gives " + std::to_string(room) + " B frames; a 4 KiB " +
            "AF_XDP frame holds at most " + std::to_string(largest) + " B (an MTU of at most " +
            std::to_string(largest - kEthHeader - kVlanTag) + ")";
