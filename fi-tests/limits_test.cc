@@ -188,7 +188,7 @@ using softrdma::testing::FdLimit;
 
 // Endpoints until the transport has no room for another connection:
 // over kernel TCP with descriptors capped at 32 connections' worth (a
-// socket at each end, both in this process), over the DPDK path lwIP's 1024
+// socket at each end, both in this process), over the DPDK path lwIP's 16384
 // PCBs (two per connection). fi_connect beyond says so at once
 // (-FI_EMFILE / -FI_ENOMEM), every established connection still carries a
 // checked message, and closing one makes room again. All endpoints share
@@ -206,6 +206,7 @@ TEST(LimitsConnections, BeyondTheTransport) {
   ASSERT_EQ(fi_eq_open(f.fabric(), &ea, &eq, nullptr), 0);
   fi_cq_attr ca{};
   ca.format = FI_CQ_FORMAT_DATA;
+  ca.size = 16384;  // a completion per connection, past the default size
   for (fid_cq** cq : {&ctx_cq, &stx_cq, &crx, &srx}) ASSERT_EQ(fi_cq_open(f.domain(), &ca, cq, nullptr), 0);
   Fid<fid_eq> eq_owner(eq);
   Fid<fid_cq> o1(ctx_cq), o2(stx_cq), o3(crx), o4(srx);
@@ -249,7 +250,7 @@ TEST(LimitsConnections, BeyondTheTransport) {
   {
     std::unique_ptr<FdLimit> cap;
     if (kernel) cap = std::make_unique<FdLimit>(2 * kKernelConns);
-    while (up.size() <= 4096 && (err = connect_one()) == 0 && !::testing::Test::HasFailure()) {
+    while (up.size() <= 8192 && (err = connect_one()) == 0 && !::testing::Test::HasFailure()) {
     }
     std::printf("[ limits ] %s: %zu connections up, fi_connect beyond: %s\n",
                 kernel ? "kernel" : "dpdk", up.size(), fi_strerror(-err));
@@ -257,7 +258,7 @@ TEST(LimitsConnections, BeyondTheTransport) {
       EXPECT_EQ(up.size(), kKernelConns);
       EXPECT_EQ(err, -FI_EMFILE);
     } else {
-      EXPECT_EQ(up.size(), 2048u);  // 4096 lwIP PCBs, two per in-process connection
+      EXPECT_EQ(up.size(), 8192u);  // 16384 lwIP PCBs, two per in-process connection
       EXPECT_EQ(err, -FI_ENOMEM);
     }
 

@@ -186,6 +186,7 @@ void Engine::destroy_qp(Qp* qp) {
       if (!rdma_mode) it->first->sc->abort();
       transport_->release(it->first->sc);
     }
+    setting_up_.erase(it->first);
     conns_.erase(it);
     break;
   }

@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "stack/common/big_lock.h"
@@ -240,6 +241,9 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   std::vector<std::unique_ptr<Srq>> srqs_;
   std::unordered_map<Qp*, std::unique_ptr<Qp>> qps_;
   std::unordered_map<ConnReq*, std::unique_ptr<ConnReq>> conns_;
+  // The connections still in their TCP or MPA set-up, whose deadlines
+  // check_timeouts watches: established ones (thousands) are not walked.
+  std::unordered_set<ConnReq*> setting_up_;
   std::deque<CmEvent> events_;
   // events_.size() as of its last push or pop (never below it): lets
   // poll_cm (and cm_pending) skip the lock on the common empty poll.

@@ -89,6 +89,7 @@ void Engine::close_listener(Listener* l) {
       c->sc->abort();
       transport_->release(c->sc);
       std::erase_if(events_, [c](const CmEvent& e) { return e.req == c; });
+      setting_up_.erase(c);
       it = conns_.erase(it);
     } else {
       ++it;
@@ -113,6 +114,7 @@ int Engine::connect(Qp* qp, const sockaddr_in& peer, const void* pdata, size_t l
   c->sent = our_params(qp, pdata, len);
   c->deadline = deadline_after(cfg_.connect_timeout_ms);
   sc->owner = c.get();
+  setting_up_.insert(c.get());
   conns_.emplace(c.get(), std::move(c));
   return 0;
 }
@@ -165,6 +167,7 @@ void Engine::on_accept(Listener* l, net::StreamConn* sc) {
   c->reader = std::make_unique<iwarp::MpaReader>(false);
   c->deadline = deadline_after(cfg_.mpa_timeout_ms);
   sc->owner = c.get();
+  setting_up_.insert(c.get());
   conns_.emplace(c.get(), std::move(c));
 }
 
@@ -281,20 +284,26 @@ void Engine::drop_conn(ConnReq* c) {
   if (c->qp && c->qp->conn() == c->sc) c->qp->detach_conn();
   if (c->sc) transport_->release(c->sc);
   std::erase_if(events_, [c](const CmEvent& e) { return e.req == c; });
+  setting_up_.erase(c);
   conns_.erase(c);
 }
 
 void Engine::check_timeouts() {
   const std::chrono::steady_clock::time_point now{std::chrono::nanoseconds(pass_clock::now_ns())};
-  for (auto it = conns_.begin(); it != conns_.end();) {
-    ConnReq* c = it->first;
+  for (auto it = setting_up_.begin(); it != setting_up_.end();) {
+    ConnReq* c = *it;
+    const bool waiting = c->stage == ConnReq::Stage::kConnecting ||
+                         c->stage == ConnReq::Stage::kAwaitRep ||
+                         c->stage == ConnReq::Stage::kAwaitReq;
+    if (!waiting) {  // stages only move forward: this one is done waiting
+      it = setting_up_.erase(it);
+      continue;
+    }
     ++it;
-    bool waiting = c->stage == ConnReq::Stage::kConnecting ||
-                   c->stage == ConnReq::Stage::kAwaitRep || c->stage == ConnReq::Stage::kAwaitReq;
-    if (!waiting || now < c->deadline) continue;
+    if (now < c->deadline) continue;
     if (c->initiator) emit({.type = CmEventType::kUnreachable, .qp = c->qp, .status = -ETIMEDOUT});
     c->sc->abort();
-    drop_conn(c);
+    drop_conn(c);  // erases c from setting_up_: it already points past it
   }
 }
 

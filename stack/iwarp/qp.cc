@@ -191,8 +191,10 @@ void Qp::flush_all(WcStatus first_status, uint32_t vendor_err) {
 void Qp::to_error(WcStatus first_status, uint32_t vendor_err) {
   if (state_ == QpState::kError) return;
   // After our own Terminate the stream closes gracefully so the Terminate
-  // reaches the peer; any other error resets it.
-  const bool graceful = term_sent_;
+  // reaches the peer, and after the peer's FIN our FIN answers it (a reset
+  // could be lost with nothing to repeat it, leaving the peer waiting); any
+  // other error resets it.
+  const bool graceful = term_sent_ || peer_closed_;
   if (set_state(QpState::kError) < 0) return;
   rx_stage_ = RxStage::kDead;
   flush_all(first_status, vendor_err);
@@ -224,6 +226,7 @@ uint32_t Qp::error_term() const {
 
 void Qp::on_stream_closed(int err) {
   stream_err_ = err;
+  peer_closed_ = err == 0;
   if (state_ == QpState::kRts || state_ == QpState::kTerminate) {
     // A Terminate already explains the error; otherwise the stream was lost.
     WcStatus st = term_rx_valid_ ? status_for(term_rx_)

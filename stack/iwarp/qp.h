@@ -320,6 +320,7 @@ class Qp {
   UnexpectedStore unexp_;
 
   int stream_err_ = 0;
+  bool peer_closed_ = false;  // the stream ended with the peer's FIN
   bool term_rx_valid_ = false;
   TermCause term_rx_{};
 };

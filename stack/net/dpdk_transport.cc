@@ -325,6 +325,9 @@ class Mesh {
     PortOptions o;
     o.devargs = args;
     o.mtu = mtu_;
+    // The peer drains our ring only when it reads, and it may be waiting on
+    // its own full ring to us: leave refused frames queued, never spin.
+    o.tx_retry_us = 0;
     std::string err;
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_ptr<FrameLink> port = open_dpdk_port(o, &err);

@@ -366,7 +366,7 @@ using softrdma::testing::FdLimit;
 // More connections than the transport has room for: kernel TCP with the
 // process's descriptors capped at 64 connections' worth (two sockets each,
 // both ends being in this process), the DPDK path with lwIP's
-// MEMP_NUM_TCP_PCB = 4096 PCBs (two per connection). The first connection
+// MEMP_NUM_TCP_PCB = 16384 PCBs (two per connection). The first connection
 // beyond fails with a clear error (-EMFILE / -ENOMEM) at once, every
 // established one still carries checked data, and closing one makes room
 // for a new one.
@@ -379,7 +379,7 @@ TEST_P(Limits, TooManyConnections) {
   Cq* bcq = b().eng->create_cq(4096);
   std::vector<std::pair<Qp*, Qp*>> up;
   int err = 0;
-  while (up.size() <= 4096) {
+  while (up.size() <= 8192) {
     Qp* qa = a().qp(acq, acq, 8, 8);
     Qp* qb = b().qp(bcq, bcq, 8, 8);
     err = connect_pair(a(), qa, b(), l_, qb);
@@ -396,7 +396,7 @@ TEST_P(Limits, TooManyConnections) {
     EXPECT_EQ(up.size(), kKernelConns);
     EXPECT_EQ(err, -EMFILE);
   } else {
-    EXPECT_EQ(up.size(), 2048u);  // 4096 PCBs, two per in-process connection
+    EXPECT_EQ(up.size(), 8192u);  // 16384 PCBs, two per in-process connection
     EXPECT_EQ(err, -ENOMEM);
   }
 

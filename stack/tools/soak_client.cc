@@ -8,6 +8,7 @@
 #include "stack/tools/addresses.h"
 #include "stack/tools/soak_client_conn.h"
 #include "stack/tools/soak_roles.h"
+#include "stack/tools/soak_step_plan.h"
 
 namespace softrdma::soak {
 namespace {
@@ -77,7 +78,6 @@ class Client {
         main_.client_mem.sample(read_mem().rss_kb, warm);
         main_.server_mem.sample(server_rss_kb(), warm);
       }
-      reap();
     }
     main_.secs = seconds_since(start);
     main_.ops = totals_.ops - ops0;
@@ -87,6 +87,7 @@ class Client {
 
   void run_churn() {
     phase_ = "churn";
+    churning_ = true;
     churn_before_ = Resources::now(node_.eng());
     const Clock::time_point start = Clock::now();
     uint64_t opened = 0;
@@ -94,7 +95,6 @@ class Client {
       while (opened < o_.churn && conns_.size() < o_.churn_parallel)
         open(static_cast<uint32_t>(o_.conns + opened++), o_.churn_max_size, o_.churn_ops);
       pass(false);
-      reap();
       report_due();
     }
     churn_secs_ = seconds_since(start);
@@ -112,10 +112,19 @@ class Client {
   uint64_t flat_kb() const { return static_cast<uint64_t>(o_.flat_mib * 1024); }
 
   void open(uint32_t id, uint32_t max_size, uint64_t limit) {
-    auto c = std::make_unique<ClientConn>(node_, o_, id, max_size, limit, &mism_, &totals_);
+    auto c = std::make_unique<ClientConn>(node_, ctrls_, o_, id, max_size, limit, &mism_,
+                                          &totals_);
     c->connect(peer_, o_.seed);
     by_qp_[c->qp()] = c.get();
     by_num_[c->qp()->num()] = c.get();
+    if (by_slot_.size() < ctrls_.slots()) {
+      by_slot_.resize(ctrls_.slots(), nullptr);
+      waits_.resize(ctrls_.slots(), 0);
+      seen_.resize(ctrls_.slots());
+    }
+    by_slot_[c->slot()] = c.get();
+    waits_[c->slot()] = 0;
+    seen_[c->slot()] = Seen{};
     conns_.push_back(std::move(c));
     last_progress_ = Clock::now();
   }
@@ -129,24 +138,51 @@ class Client {
       }
       by_qp_.erase(conns_[i]->qp());
       by_num_.erase(conns_[i]->qp()->num());
+      by_slot_[conns_[i]->slot()] = nullptr;
+      waits_[conns_[i]->slot()] = 0;
       conns_[i] = std::move(conns_.back());
       conns_.pop_back();
     }
   }
 
-  // One round: engine I/O, events, completions, then every connection's step.
+  // One round: engine I/O, events, completions, then the steps of the
+  // connections that had one; on a sweep, of those waiting on the server
+  // whose credits or done word changed (every waiting one on each eighth
+  // sweep: a close waits on time); the first pass after stop steps all.
   void pass(bool stop) {
     const uint64_t ops0 = totals_.ops;
     node_.pump([&](const CmEvent& ev) { on_cm(ev); }, [&](const Wc& wc) { on_wc(wc); });
-    for (auto& c : conns_) c->step(stop);
+    if (stop && !stopped_) {
+      stopped_ = true;
+      for (auto& c : conns_) step(c.get(), true);
+    }
+    const bool swept = plan_.run(
+        [&] {
+          const bool all = ++sweeps_ % 8 == 0;
+          ctrls_.scan([&](uint32_t slot, const ClientCtrl& b) {
+            if (slot >= by_slot_.size() || !waits_[slot]) return;
+            const Seen words{load(b.credit.recv_posted) + load(b.credit.writes_checked),
+                             load(b.done)};
+            if (!all && words == seen_[slot]) return;
+            seen_[slot] = words;
+            step(by_slot_[slot], stop);
+          });
+        },
+        [&](uint32_t n) {
+          if (auto it = by_num_.find(n); it != by_num_.end()) step(it->second, stop);
+        });
+    if (swept && (stopped_ || churning_)) reap();
     if (totals_.ops != ops0) last_progress_ = Clock::now();
     check_alive();
   }
+
+  void step(ClientConn* c, bool stop) { waits_[c->slot()] = c->step(stop); }
 
   void on_cm(const CmEvent& ev) {
     last_progress_ = Clock::now();
     auto it = by_qp_.find(ev.qp);
     if (it == by_qp_.end()) return;  // a QP already destroyed
+    plan_.touch(ev.qp->num());
     if (ev.type == CmEventType::kUnreachable && ev.status == -ECONNREFUSED &&
         it->second->state() == ClientConn::State::kConnecting) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // not listening yet
@@ -159,6 +195,7 @@ class Client {
   void on_wc(const Wc& wc) {
     auto it = by_num_.find(wc.qp_num);
     if (it == by_num_.end()) return;  // flushed work of a QP already destroyed
+    plan_.touch(wc.qp_num);
     if (it->second->on_wc(wc)) return;
     // A lost stream flushes the QP and queues its kDisconnected in the same
     // engine pass; when c2's watchdog ran that pass between our CM and CQ
@@ -254,6 +291,12 @@ class Client {
       code = kExitMismatch;
     const bool bye_bad = !o_.no_bye && (!bye_ok_ || farewell_.lost > 0 || farewell_.open_conns > 0);
     if (failure_ || bye_bad) code = kExitError;
+    // Connections that carried nothing checked nothing: a stall, not a pass.
+    const bool idle = o_.conns > 0 && o_.duration_s > 0 && main_.secs > 0 && main_.ops == 0;
+    if (idle) {
+      std::printf("# main: no operation completed\n");
+      code = kExitError;
+    }
     if (main_.secs == 0) {
       std::printf("# main: did not finish\n");
     } else {
@@ -293,6 +336,7 @@ class Client {
 
   const Options& o_;
   Node node_;
+  CtrlPool<ClientCtrl> ctrls_{node_};  // before conns_: they give their blocks back
   const sockaddr_in peer_;
   Clock::time_point deadline_, t0_;
   Clock::time_point last_progress_ = Clock::now();
@@ -303,6 +347,19 @@ class Client {
   std::vector<std::unique_ptr<ClientConn>> conns_;
   std::unordered_map<Qp*, ClientConn*> by_qp_;
   std::unordered_map<uint32_t, ClientConn*> by_num_;
+  StepPlan plan_;
+  // By control block slot: the connection, whether it waits on the server
+  // (ClientConn::step), and its credits and done word as its last sweep saw.
+  struct Seen {
+    uint64_t credits = 0, done = 0;
+    bool operator==(const Seen&) const = default;
+  };
+  std::vector<ClientConn*> by_slot_;
+  std::vector<uint8_t> waits_;
+  std::vector<Seen> seen_;
+  uint64_t sweeps_ = 0;
+  bool stopped_ = false;              // the main phase's stop reached every connection
+  bool churning_ = false;             // connections close all the time: reap them
   Mismatches mism_;
   Totals totals_;
   PhaseResult main_;

@@ -3,6 +3,7 @@
 // server's final account has landed.
 #pragma once
 
+#include "stack/tools/soak_ctrl_pool.h"
 #include "stack/tools/soak_node.h"
 #include "stack/tools/soak_options.h"
 
@@ -21,18 +22,20 @@ class ClientConn {
  public:
   enum class State : uint8_t { kConnecting, kRunning, kDraining, kEnding, kClosing, kClosed };
 
-  ClientConn(Node& node, const Options& o, uint32_t id, uint32_t max_size, uint64_t op_limit,
-             Mismatches* mism, Totals* totals)
-      : node_(node), id_(id), depth_(o.depth), max_size_(max_size), op_limit_(op_limit),
-        gen_(o.seed, id, max_size), model_(gen_.atomic_init()), mism_(mism), totals_(totals),
-        slots_(o.depth) {
+  ClientConn(Node& node, CtrlPool<ClientCtrl>& ctrls, const Options& o, uint32_t id,
+             uint32_t max_size, uint64_t op_limit, Mismatches* mism, Totals* totals)
+      : node_(node), ctrls_(ctrls), id_(id), depth_(o.depth), max_size_(max_size),
+        op_limit_(op_limit), gen_(o.seed, id, max_size), model_(gen_.atomic_init()), mism_(mism),
+        totals_(totals), slots_(o.depth) {
     stride_ = (uint64_t{max_size} + kOffsetSlack + 63) & ~uint64_t{63};
     local_ = alloc_touched(stride_ * depth_);
     if (!local_) die(kExitError, "out of memory for connection %u", id);
-    ctrl_ = std::make_unique<ClientCtrl>();
+    const CtrlPool<ClientCtrl>::Block b = ctrls_.take();
+    ctrl_ = b.ctrl;
+    ctrl_stag_ = b.stag;
+    slot_ = b.slot;
     constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
     local_stag_ = node_.reg(local_.get(), stride_ * depth_, kAll);
-    ctrl_stag_ = node_.reg(ctrl_.get(), sizeof(ClientCtrl), kAll);
     // Room for the window, a notify after each op, and the end word.
     qp_ = node_.make_qp(2 * depth_ + 8, 1, static_cast<uint16_t>(depth_));
   }
@@ -42,6 +45,7 @@ class ClientConn {
 
   Qp* qp() const { return qp_; }
   uint32_t id() const { return id_; }
+  uint32_t slot() const { return slot_; }  // its control block's, in the pool
   State state() const { return state_; }
   bool closed() const { return state_ == State::kClosed; }
   uint64_t issued() const { return next_; }
@@ -56,7 +60,7 @@ class ClientConn {
     h.seed = seed;
     h.max_size = max_size_;
     h.depth = depth_;
-    h.ctrl = {.addr = addr_of(ctrl_.get()), .len = sizeof(ClientCtrl), .rkey = ctrl_stag_};
+    h.ctrl = {.addr = addr_of(ctrl_), .len = sizeof(ClientCtrl), .rkey = ctrl_stag_};
     if (int rc = node_.eng().connect(qp_, peer, &h, sizeof(h)); rc < 0)
       die(kExitError, "connect: %s", std::strerror(-rc));
   }
@@ -121,20 +125,25 @@ class ClientConn {
   }
 
   // Issues what the window and credits allow, or moves the close along.
-  void step(bool stop) {
+  // Returns whether the connection now waits on what the server writes
+  // (credits, its done word) or on time, which no completion announces: the
+  // caller steps it again on its next sweep. Otherwise a completion or CM
+  // event of its own comes first.
+  bool step(bool stop) {
     if (stop && state_ == State::kRunning) state_ = State::kDraining;
-    if (!flush_notify()) return;
+    if (!flush_notify()) return false;  // the send queue is full
     switch (state_) {
       case State::kRunning:
-        while (next_ < op_limit_ && issue_next()) {}
+        // A full window is the common case: skip the slot look-up then.
+        while (in_flight_ < depth_ && next_ < op_limit_ && issue_next()) {}
         if (next_ >= op_limit_) state_ = State::kDraining;
-        return;
+        return state_ == State::kRunning && in_flight_ < depth_;
       case State::kDraining:
         if (in_flight_ == 0) post_end();
-        return;
+        return state_ == State::kEnding;
       case State::kEnding:
         if (load(ctrl_->done) == ctrl_->end_src) finish();
-        return;
+        return state_ != State::kClosed;
       case State::kClosing:
         // The closing side gets no kDisconnected: its stream is gone once
         // the QP lets go of it (as srdma_perf's close_active waits).
@@ -145,9 +154,9 @@ class ClientConn {
           ++totals_->slow_closes;
           state_ = State::kClosed;
         }
-        return;
+        return state_ == State::kClosing;
       default:
-        return;
+        return false;
     }
   }
 
@@ -185,7 +194,7 @@ class ClientConn {
     const uint64_t k = next_;
     Slot& s = slots_[k % depth_];
     if (s.busy) return false;
-    const OpSpec spec = gen_.at(k);
+    const OpSpec spec = next_op_.at(k);
     const Layout lay(max_size_, depth_);
     if (uses_recv(spec.op) && recv_issued_ >= load(ctrl_->credit.recv_posted)) return false;
     if (uses_wslot(spec.op) && wslot_issued_ >= load(ctrl_->credit.writes_checked) + depth_)
@@ -308,24 +317,27 @@ class ClientConn {
     if (qp_) node_.eng().destroy_qp(qp_);
     qp_ = nullptr;
     if (local_stag_) node_.eng().dereg_mr(local_stag_);
-    if (ctrl_stag_) node_.eng().dereg_mr(ctrl_stag_);
+    if (ctrl_) ctrls_.give(slot_);
     local_stag_ = ctrl_stag_ = 0;
+    ctrl_ = nullptr;
   }
 
   Node& node_;
+  CtrlPool<ClientCtrl>& ctrls_;
   const uint32_t id_;
   const uint32_t depth_;
   const uint32_t max_size_;
   const uint64_t op_limit_;
   const OpGen gen_;
+  OpCache next_op_{gen_};
   uint64_t model_;  // the server's atomic word once all posted atomics ran
   Mismatches* mism_;
   Totals* totals_;
   std::vector<Slot> slots_;
   uint64_t stride_ = 0;
   Buffer local_;
-  std::unique_ptr<ClientCtrl> ctrl_;
-  uint32_t local_stag_ = 0, ctrl_stag_ = 0;
+  ClientCtrl* ctrl_ = nullptr;  // in ctrls_
+  uint32_t local_stag_ = 0, ctrl_stag_ = 0, slot_ = 0;
   Qp* qp_ = nullptr;
   Region peer_data_, peer_ctrl_;
   State state_ = State::kConnecting;

@@ -109,6 +109,25 @@ class OpGen {
 
 // The atomic word as the operations leave it: applies s to *v and returns
 // the original value the operation must report.
+// The last spec asked for, kept: a connection waiting on its peer asks for
+// the same operation on every step.
+class OpCache {
+ public:
+  explicit OpCache(const OpGen& gen) : gen_(gen) {}
+  const OpSpec& at(uint64_t k) {
+    if (k != k_) {
+      spec_ = gen_.at(k);
+      k_ = k;
+    }
+    return spec_;
+  }
+
+ private:
+  const OpGen& gen_;
+  uint64_t k_ = UINT64_MAX;
+  OpSpec spec_;
+};
+
 inline uint64_t apply_atomic(const OpSpec& s, uint64_t* v, uint64_t* compare) {
   const uint64_t orig = *v;
   if (s.op == Op::kFetchAdd) {

@@ -8,6 +8,7 @@
 #include "stack/tools/soak_options.h"
 #include "stack/tools/soak_roles.h"
 #include "stack/tools/soak_server_conn.h"
+#include "stack/tools/soak_step_plan.h"
 
 namespace softrdma::soak {
 namespace {
@@ -44,8 +45,29 @@ class Server {
   void pass() {
     node_.pump([&](const CmEvent& ev) { on_cm(ev); }, [&](const Wc& wc) { on_wc(wc); });
     bool moved = false;
-    for (auto& [qp, c] : conns_) moved |= c->step(rss_kb_);
-    if (moved) last_progress_ = Clock::now();
+    const Clock::time_point now = Clock::now();
+    // A sweep steps the connections whose client wrote a notice or its end
+    // since (every one on each eighth sweep: a credit or done word the send
+    // queue refused waits for a step).
+    plan_.run(
+        [&] {
+          if (++sweeps_ % 8 == 0) {
+            for (auto& [qp, c] : conns_) moved |= c->step(rss_kb_, now);
+            return;
+          }
+          ctrls_.scan([&](uint32_t slot, const ServerCtrl& b) {
+            if (slot >= by_slot_.size() || by_slot_[slot] == nullptr) return;
+            const Seen words{load(b.notify), load(b.end)};
+            if (words == seen_[slot]) return;
+            seen_[slot] = words;
+            moved |= by_slot_[slot]->step(rss_kb_, now);
+          });
+        },
+        [&](uint32_t n) {
+          if (auto it = by_num_.find(n); it != by_num_.end())
+            moved |= it->second->step(rss_kb_, now);
+        });
+    if (moved) last_progress_ = now;
   }
 
   void on_cm(const CmEvent& ev) {
@@ -72,7 +94,7 @@ class Server {
       node_.eng().reject(ev.req, why, std::strlen(why));
       return;
     }
-    auto c = std::make_unique<ServerConn>(node_, h, &mism_);
+    auto c = std::make_unique<ServerConn>(node_, ctrls_, h, &mism_);
     const Welcome w = c->welcome();
     if (int rc = node_.eng().accept(ev.req, c->qp(), &w, sizeof(w)); rc < 0) {
       std::fprintf(stderr, "srdma_soak server: accept: %s\n", std::strerror(-rc));
@@ -80,6 +102,12 @@ class Server {
     }
     ++served_;
     by_num_[c->qp()->num()] = c.get();
+    if (by_slot_.size() < ctrls_.slots()) {
+      by_slot_.resize(ctrls_.slots(), nullptr);
+      seen_.resize(ctrls_.slots());
+    }
+    by_slot_[c->slot()] = c.get();
+    seen_[c->slot()] = Seen{};
     conns_[c->qp()] = std::move(c);
   }
 
@@ -93,6 +121,7 @@ class Server {
   void on_wc(const Wc& wc) {
     auto it = by_num_.find(wc.qp_num);
     if (it == by_num_.end()) return;  // flushed work of a QP already destroyed
+    plan_.touch(wc.qp_num);
     if (it->second->on_wc(wc)) return;
     lose(it->second, "a completion failed");
   }
@@ -119,6 +148,7 @@ class Server {
     closed_ops_ += c->credit().ops_checked;
     closed_bytes_ += c->credit().bytes_checked;
     by_num_.erase(c->qp()->num());
+    by_slot_[c->slot()] = nullptr;
     conns_.erase(c->qp());
     last_activity_ = Clock::now();
     if (conns_.empty() && surviving() && idle_rss_kb_ == 0) idle_rss_kb_ = live_rss_kb();
@@ -228,7 +258,12 @@ class Server {
     const Clock::time_point now = Clock::now();
     const char* why = nullptr;
     if (deadline_ != Clock::time_point{} && now > deadline_) why = "timeout";
-    if (!why && surviving()) return drop_stalled(now);
+    if (!why && surviving()) {
+      // Stalls are seconds long: a walk over every connection each 100 ms.
+      if (now < next_stall_walk_) return;
+      next_stall_walk_ = now + std::chrono::milliseconds(100);
+      return drop_stalled(now);
+    }
     // Before the first client there is no peer to be dead yet.
     const bool waiting_first = served_ == 0;
     if (!waiting_first && now - last_progress_ > std::chrono::duration<double>(o_.stall_s))
@@ -252,11 +287,22 @@ class Server {
 
   const Options& o_;
   Node node_;
+  CtrlPool<ServerCtrl> ctrls_{node_};  // before conns_: they give their blocks back
   Listener* listener_ = nullptr;
   std::unordered_map<Qp*, std::unique_ptr<ServerConn>> conns_;
   std::unordered_map<uint32_t, ServerConn*> by_num_;  // completions name QPs by number
+  StepPlan plan_;
+  // By control block slot: the connection, and its client's notice and end
+  // words as its last sweep saw them.
+  struct Seen {
+    uint64_t notify = 0, end = 0;
+    bool operator==(const Seen&) const = default;
+  };
+  std::vector<ServerConn*> by_slot_;
+  std::vector<Seen> seen_;
+  uint64_t sweeps_ = 0;
   Mismatches mism_;
-  Clock::time_point deadline_{}, t0_, last_progress_, next_report_{};
+  Clock::time_point deadline_{}, t0_, last_progress_, next_report_{}, next_stall_walk_{};
   Clock::time_point last_activity_;  // a request, an event or a connection gone
   Resources baseline_;               // before the first client
   uint64_t idle_rss_kb_ = 0;         // live RSS when the server first fell idle

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 
+#include "stack/tools/soak_ctrl_pool.h"
 #include "stack/tools/soak_node.h"
 
 namespace softrdma::soak {
@@ -13,16 +14,18 @@ namespace softrdma::soak {
 // the checks in order.
 class ServerConn {
  public:
-  ServerConn(Node& node, const Hello& h, Mismatches* mism)
-      : node_(node), h_(h), lay_(h.max_size, h.depth), gen_(h.seed, h.conn, h.max_size),
-        mism_(mism) {
+  ServerConn(Node& node, CtrlPool<ServerCtrl>& ctrls, const Hello& h, Mismatches* mism)
+      : node_(node), ctrls_(ctrls), h_(h), lay_(h.max_size, h.depth),
+        gen_(h.seed, h.conn, h.max_size), mism_(mism) {
     data_ = alloc_touched(lay_.bytes());
     if (!data_) die(kExitError, "out of memory for connection %u", h.conn);
-    ctrl_ = std::make_unique<ServerCtrl>();
+    const CtrlPool<ServerCtrl>::Block b = ctrls_.take();
+    ctrl_ = b.ctrl;
+    ctrl_stag_ = b.stag;
+    slot_ = b.slot;
     constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
                               kAccessRemoteAtomic;
     data_stag_ = node_.reg(data_.get(), lay_.bytes(), kAll);
-    ctrl_stag_ = node_.reg(ctrl_.get(), sizeof(ServerCtrl), kAll);
     fill_pattern(data_.get() + lay_.read_src(), lay_.read_len(), gen_.read_seed());
     const uint64_t init = gen_.atomic_init();
     std::memcpy(data_.get() + lay_.atomic(), &init, 8);
@@ -32,18 +35,19 @@ class ServerConn {
   ~ServerConn() {
     node_.eng().destroy_qp(qp_);
     node_.eng().dereg_mr(data_stag_);
-    node_.eng().dereg_mr(ctrl_stag_);
+    ctrls_.give(slot_);
   }
   ServerConn(const ServerConn&) = delete;
   ServerConn& operator=(const ServerConn&) = delete;
 
   Qp* qp() const { return qp_; }
+  uint32_t slot() const { return slot_; }  // its control block's, in the pool
   bool finished() const { return done_posted_; }
   const Credit& credit() const { return live_; }
   Welcome welcome() const {
     Welcome w;
     w.data = {.addr = addr_of(data_.get()), .len = lay_.bytes(), .rkey = data_stag_};
-    w.ctrl = {.addr = addr_of(ctrl_.get()), .len = sizeof(ServerCtrl), .rkey = ctrl_stag_};
+    w.ctrl = {.addr = addr_of(ctrl_), .len = sizeof(ServerCtrl), .rkey = ctrl_stag_};
     return w;
   }
   void set_established() {
@@ -72,16 +76,17 @@ class ServerConn {
 
   // Checks what has arrived, returns credit, finishes once the client ends.
   // Returns true if anything moved.
-  bool step(uint64_t rss_kb) {
+  // now: the caller's pass time (a clock read per step costs at 10,000).
+  bool step(uint64_t rss_kb, Clock::time_point now) {
     if (!established_ || done_posted_) return false;
     const uint64_t before = cursor_;
     advance();
     live_.rss_kb = rss_kb;
     const uint64_t end = load(ctrl_->end);
     if (end && cursor_ + 1 >= end) finish(end);
-    if (!final_posted_) send_credit();
+    if (!final_posted_) send_credit(now);
     if (cursor_ == before) return false;
-    last_moved_ = Clock::now();
+    last_moved_ = now;
     return true;
   }
 
@@ -112,7 +117,7 @@ class ServerConn {
     const uint64_t end = load(ctrl_->end);
     const uint64_t issued = std::max(load(ctrl_->notify), end ? end - 1 : 0);
     while (!end || cursor_ + 1 < end) {
-      const OpSpec s = gen_.at(cursor_);
+      const OpSpec s = next_op_.at(cursor_);
       switch (s.op) {
         case Op::kRead:
         case Op::kFetchAdd:
@@ -200,13 +205,13 @@ class ServerConn {
   }
 
   // Credits move often: send them when they changed and the queue has room.
-  void send_credit() {
+  void send_credit(Clock::time_point now) {
     if (live_.recv_posted == sent_.recv_posted && live_.writes_checked == sent_.writes_checked &&
-        live_.rss_kb == sent_.rss_kb && Clock::now() < next_idle_credit_)
+        live_.rss_kb == sent_.rss_kb && now < next_idle_credit_)
       return;
     if (post_credit()) {
       sent_ = live_;
-      next_idle_credit_ = Clock::now() + std::chrono::milliseconds(250);
+      next_idle_credit_ = now + std::chrono::milliseconds(250);
     }
   }
   bool post_credit() {
@@ -226,14 +231,16 @@ class ServerConn {
   }
 
   Node& node_;
+  CtrlPool<ServerCtrl>& ctrls_;
   const Hello h_;
   const Layout lay_;
   const OpGen gen_;
+  OpCache next_op_{gen_};
   Mismatches* mism_;
   const uint64_t mism0_ = mism_->count();
   Buffer data_;
-  std::unique_ptr<ServerCtrl> ctrl_;
-  uint32_t data_stag_ = 0, ctrl_stag_ = 0;
+  ServerCtrl* ctrl_ = nullptr;  // in ctrls_
+  uint32_t data_stag_ = 0, ctrl_stag_ = 0, slot_ = 0;
   Qp* qp_ = nullptr;
   std::deque<Wc> recvs_;
   uint64_t cursor_ = 0;  // the next operation of the client's to check

@@ -37,8 +37,10 @@ namespace detail {
 std::atomic<bool> g_asymmetric{false};
 
 namespace {
-std::mutex g_mu;  // the slot list
-std::vector<Slot*> g_slots;
+// Leaked on purpose: EAL's interrupt thread may tear a link down (and so
+// walk the list) while exit() runs the static destructors.
+std::mutex& g_mu = *new std::mutex;  // the slot list
+std::vector<Slot*>& g_slots = *new std::vector<Slot*>;
 
 struct Owned {
   Slot slot;

@@ -341,6 +341,7 @@ bool DpdkPortImpl::configure(const PortOptions& o, std::string* why) {
   }
   rx_mbufs_.resize(burst_);
   tx_pending_.reserve(burst_);
+  tx_pending_len_.reserve(burst_);
   tx_retry_cycles_ = rte_get_timer_hz() / 1000000 * o.tx_retry_us;
   return true;
 }

@@ -61,6 +61,7 @@ bool DpdkPortImpl::linearize(rte_mbuf** pm) {
 }
 
 int DpdkPortImpl::rx_burst(RxFrame* out, int max) {
+  ring_full_ = false;
   if (!tx_pending_.empty()) tx_flush();  // what a full ring refused before
   if (intr_armed_) {
     rte_eth_dev_rx_intr_disable(port_, 0);
@@ -104,7 +105,7 @@ int DpdkPortImpl::rx_burst(RxFrame* out, int max) {
 // ones (the TCP above keeps its segment and tries again on a later poll).
 bool DpdkPortImpl::tx_room() {
   if (tx_pending_.size() < kMaxPending) return true;
-  tx_flush();
+  if (!ring_full_) tx_flush();
   if (tx_pending_.size() < kMaxPending) return true;
   bump(tx_retries_, 1);
   return false;
@@ -130,8 +131,13 @@ void DpdkPortImpl::tx_commit(void* handle, uint32_t len) {
   }
   m->data_len = static_cast<uint16_t>(len);
   m->pkt_len = len;
+  queue_tx(m, len);
+}
+
+void DpdkPortImpl::queue_tx(rte_mbuf* m, uint32_t len) {
   tx_pending_.push_back(m);
-  if (tx_pending_.size() >= burst_) tx_flush();
+  tx_pending_len_.push_back(len);
+  if (tx_pending_.size() >= burst_ && !ring_full_) tx_flush();
 }
 
 // The frame rides in an mbuf as an external buffer; the mbuf's own data
@@ -156,21 +162,18 @@ int DpdkPortImpl::tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void*
                             static_cast<uint16_t>(len), sh);
   m->data_len = static_cast<uint16_t>(len);
   m->pkt_len = len;
-  tx_pending_.push_back(m);
-  if (tx_pending_.size() >= burst_) tx_flush();
+  queue_tx(m, len);
   return 1;
 }
 
 void DpdkPortImpl::tx_flush() {
   const uint16_t n = static_cast<uint16_t>(tx_pending_.size());
   if (n == 0) return;
-  uint64_t bytes = 0;
-  for (rte_mbuf* m : tx_pending_) bytes += m->pkt_len;
   rte_mbuf** pkts = tx_pending_.data();
   uint16_t sent = tx_some(pkts, n);
-  if (sent < n) {
-    // A full ring usually drains within microseconds; dropping would cost
-    // the TCP above a retransmission timeout.
+  if (sent < n && tx_retry_cycles_ > 0) {
+    // A NIC's full ring drains by itself within microseconds (a process
+    // peer's only when it reads: the mesh sets tx_retry_us 0).
     const uint64_t deadline = rte_get_timer_cycles() + tx_retry_cycles_;
     do {
       bump(tx_retries_, 1);
@@ -180,10 +183,13 @@ void DpdkPortImpl::tx_flush() {
   }
   // What the ring did not take stays queued, in order, for the next flush:
   // the peer is a process that may simply not have been scheduled yet.
-  for (uint16_t i = sent; i < n; ++i) bytes -= pkts[i]->pkt_len;
+  ring_full_ = sent < n;
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < sent; ++i) bytes += tx_pending_len_[i];
   bump(tx_packets_, sent);
   bump(tx_bytes_, bytes);
   tx_pending_.erase(tx_pending_.begin(), tx_pending_.begin() + sent);
+  tx_pending_len_.erase(tx_pending_len_.begin(), tx_pending_len_.begin() + sent);
 }
 
 void DpdkPortImpl::tx_discard() {
@@ -192,6 +198,7 @@ void DpdkPortImpl::tx_discard() {
     rte_pktmbuf_free_bulk(tx_pending_.data(), static_cast<unsigned>(tx_pending_.size()));
   }
   tx_pending_.clear();
+  tx_pending_len_.clear();
 }
 
 void DpdkPortImpl::rx_wait_arm() {

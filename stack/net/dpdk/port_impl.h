@@ -84,6 +84,7 @@ class DpdkPortImpl final : public DpdkPort {
     return rte_eth_tx_burst(port_, 0, pkts, n);
   }
   bool tx_room();
+  void queue_tx(rte_mbuf* m, uint32_t len);
   void shutdown();
 
   uint16_t port_ = RTE_MAX_ETHPORTS;
@@ -111,6 +112,10 @@ class DpdkPortImpl final : public DpdkPort {
   // refuses beyond it); flushed again on every rx_burst, i.e. every poll.
   static constexpr size_t kMaxPending = 512;
   std::vector<rte_mbuf*> tx_pending_;
+  std::vector<uint32_t> tx_pending_len_;  // their lengths: a sent mbuf is freed
+  // The ring refused frames since the last rx_burst: only explicit flushes
+  // try it again until then (the peer drains it while we read ours).
+  bool ring_full_ = false;
 
   std::atomic<uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
   std::atomic<uint64_t> rx_dropped_{0}, tx_dropped_{0};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "lwip/tcp.h"
@@ -161,7 +162,7 @@ int Conn::write_locked(const iovec* iov, int cnt) {
   }
   if (parking) {
     ++g_stack->ctr.tx_parked;
-    g_stack->want_work(this);
+    g_stack->want_retry(this);
   }
   return 0;
 }
@@ -196,9 +197,9 @@ void Conn::run_work() {
   bool had_parked = !parked_.empty();
   drain_parked();
   if (pcb_ == nullptr) return;
-  if (had_parked) tcp_output(pcb_);
+  if (had_parked || std::exchange(retry_output_, false)) tcp_output(pcb_);
   if (!parked_.empty()) {
-    g_stack->want_work(this);
+    g_stack->want_retry(this);
     return;
   }
   if (had_parked && want_writable_) {

@@ -71,10 +71,11 @@ err_t Stack::link_output(struct netif* nif, pbuf* p) {
   int rc = s.lend(l, p);
   if (rc == 0) rc = s.copy_out(l, p);
   if (rc < 0) {
-    // lwIP keeps a TCP segment it could not send at the head of unsent;
-    // run_io pushes such pcbs again (the RTO would, much later).
+    // lwIP keeps a TCP segment it could not send at the head of unsent
+    // (an ACK, as a flag); run_io pushes that pcb again (lwIP's timers
+    // would, much later).
     ++s.ctr.tx_no_buffer;
-    s.tx_blocked_ = true;
+    s.retry_later(nif->hints);
     return ERR_MEM;
   }
   l->dirty = true;

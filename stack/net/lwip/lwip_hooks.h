@@ -20,6 +20,14 @@ const ip4_addr_t* softrdma_lwip_next_hop(struct netif* netif, const ip4_addr_t* 
 u32_t softrdma_lwip_isn(const ip_addr_t* local_ip, u16_t local_port, const ip_addr_t* remote_ip,
                         u16_t remote_port);
 
+// tcp_input's demultiplexing (tcp_in.c as patched by patch_tcp_in.cmake):
+// the active pcb for a segment's four-tuple (ports in host order) or NULL
+// to scan lwIP's list, and the pcb that scan found (lwip_pcb_index.cc).
+struct tcp_pcb;
+struct tcp_pcb* softrdma_lwip_find_active(u16_t src_port, u16_t dest_port, const ip_addr_t* src,
+                                          const ip_addr_t* dest, u8_t netif_idx);
+void softrdma_lwip_found_active(struct tcp_pcb* pcb);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,16 @@ uint32_t be32(const uint8_t* p) {
 
 }  // namespace
 
+Conn* Stack::conn_of(struct netif_hint* hint) {
+  if (hint == nullptr) return nullptr;
+  const auto* pcb = reinterpret_cast<const tcp_pcb*>(reinterpret_cast<const char*>(hint) -
+                                                     offsetof(struct tcp_pcb, netif_hints));
+  // A listener's RST, or a SYN-ACK from a pcb that still carries its
+  // listener's arg until lwIP calls accept: not a Conn.
+  if (pcb->state == LISTEN || pcb->state == SYN_RCVD) return nullptr;
+  return static_cast<Conn*>(pcb->callback_arg);
+}
+
 // lwIP counts no retransmissions (its RTO path has no statistic at all), so
 // count them here: while a pcb outputs a segment, lwIP points the netif's
 // hint at the pcb's own netif_hints, which finds the pcb and so our Conn.
@@ -34,12 +44,7 @@ void Stack::note_tcp_tx(struct netif_hint* hint, const uint8_t* frame, uint32_t 
   if (tot < ihl + doff) return;
   uint32_t seg = static_cast<uint32_t>(tot - ihl - doff) + ((th[13] & (TCP_SYN | TCP_FIN)) ? 1 : 0);
   if (seg == 0) return;  // pure ACK or RST: no sequence space
-  auto* pcb = reinterpret_cast<tcp_pcb*>(reinterpret_cast<char*>(hint) -
-                                         offsetof(struct tcp_pcb, netif_hints));
-  // A listener's RST, or a SYN-ACK from a pcb that still carries its
-  // listener's arg until lwIP calls accept: not a Conn.
-  if (pcb->state == LISTEN || pcb->state == SYN_RCVD) return;
-  auto* c = static_cast<Conn*>(pcb->callback_arg);
+  Conn* c = conn_of(hint);
   if (c == nullptr) return;
   uint32_t seq = be32(th + 4);
   uint32_t end = seq + seg;

@@ -198,10 +198,57 @@ void Stack::retry_blocked() {
   }
 }
 
+// The sending pcb's Conn outputs again in the next pass's work. Pcbs
+// without one (a listener's SYN-ACK or RST) are found by walking them all.
+void Stack::retry_later(struct netif_hint* hint) {
+  Conn* c = conn_of(hint);
+  if (c == nullptr) {
+    tx_blocked_ = true;
+    return;
+  }
+  c->retry_output_ = true;
+  want_retry(c);
+}
+
+void Stack::want_retry(Conn* c) {
+  if (c->in_stalled_) return;
+  c->in_stalled_ = true;
+  stalled_.push_back(c);
+}
+
+// Oldest first, until a few meet dry pools or a full link again (each
+// re-queues itself at the back): the rest wait for the next pass, whose
+// input may bring the ACKs that free pools and the reads that free rings.
+void Stack::retry_stalled() {
+  constexpr int kMaxMisses = 4;  // a full link does not hold up every other
+  int misses = 0;
+  for (size_t n = stalled_.size(); n > 0 && misses < kMaxMisses; --n) {
+    Conn* c = stalled_.front();
+    stalled_.pop_front();
+    if (c == nullptr) continue;  // forgotten
+    c->in_stalled_ = false;
+    if (work_on(c)) ++misses;
+  }
+}
+
 void Stack::want_work(Conn* c) {
   if (c->in_work_) return;
   c->in_work_ = true;
   work_.push_back(c);
+}
+
+// Whether c stalled again (c may be gone when it did not).
+bool Stack::work_on(Conn* c) {
+  if (!c->released_) {
+    c->run_work();
+    return c->in_stalled_;
+  }
+  if (c->try_finish()) {
+    lingering_.erase(c);  // c is gone
+  } else {
+    want_work(c);
+  }
+  return false;
 }
 
 void Stack::want_ack(Conn* c) {
@@ -221,7 +268,8 @@ void Stack::forget(Conn* c) {
   if (c->in_work_) std::erase(work_, c);
   if (c->in_acks_) std::erase(acks_, c);
   if (c->in_offers_) std::replace(offers_.begin(), offers_.end(), c, static_cast<Conn*>(nullptr));
-  c->in_work_ = c->in_acks_ = c->in_offers_ = false;
+  if (c->in_stalled_) std::replace(stalled_.begin(), stalled_.end(), c, static_cast<Conn*>(nullptr));
+  c->in_work_ = c->in_acks_ = c->in_offers_ = c->in_stalled_ = false;
 }
 
 namespace {
@@ -271,20 +319,12 @@ int Stack::run_io(TransportImpl* runner) {
   }
   netif_poll_all();  // loopback queues (traffic to our own addresses)
   if (tx_blocked_) retry_blocked();
+  if (!stalled_.empty()) retry_stalled();
   if (!work_.empty()) {
     const PassBatch batch(work_, work_spare_);
     for (Conn* c : batch) c->in_work_ = false;
     for (Conn* c : batch) {
-      if (c->in_work_) continue;  // queued again by an earlier entry's work
-      if (c->released_) {
-        if (c->try_finish()) {
-          lingering_.erase(c);
-        } else {
-          want_work(c);
-        }
-      } else {
-        c->run_work();
-      }
+      if (!c->in_work_) (void)work_on(c);  // else queued again by an earlier entry's work
     }
   }
   if (!retired_.empty()) sweep_retired();

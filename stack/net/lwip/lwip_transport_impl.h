@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -184,6 +185,8 @@ class Conn final : public StreamConn {
   bool want_writable_ = false;
   uint8_t queued_ = 0;  // kReadable/kWritable already in the owner's FIFO
   bool in_work_ = false;
+  bool retry_output_ = false;  // a segment met a full link: run_work outputs again
+  bool in_stalled_ = false;    // in Stack::stalled_ (parked bytes or a refused segment)
   bool in_acks_ = false;
   // The owner's poll from which a delayed ACK for the bytes received last
   // may go out alone (Stack::flush_acks): the one after the poll that
@@ -253,6 +256,7 @@ class Stack {
   void flush_acks(TransportImpl* owner);
   bool acks_pending() const { return acks_hint_.load(std::memory_order_relaxed); }
   void want_work(Conn* c);
+  void want_retry(Conn* c);
   void want_ack(Conn* c);
   void want_offer(Conn* c);
   void forget(Conn* c);
@@ -274,6 +278,9 @@ class Stack {
   bool route_any_link_state = false;
   const ip4_addr_t* next_hop(struct netif* nif, const ip4_addr_t* dest);
   void note_tcp_tx(struct netif_hint* hint, const uint8_t* frame, uint32_t len);
+  // The Conn whose pcb is outputting, from the netif's hint (lwIP points it
+  // at the pcb's own netif_hints); null for listeners and handshakes.
+  static Conn* conn_of(struct netif_hint* hint);
   static err_t link_output(struct netif* nif, pbuf* p);
   static void lent_done(void* frame, void* p);
   int lend(Link* l, pbuf* p);
@@ -291,6 +298,9 @@ class Stack {
   const Route* lookup(uint32_t dest) const;
   void input(Link* l, const RxFrame& f);
   void retry_blocked();
+  void retry_later(struct netif_hint* hint);
+  void retry_stalled();
+  bool work_on(Conn* c);
   void sweep_retired();
   void update_fd_mode();
 
@@ -305,13 +315,16 @@ class Stack {
   void routes_changed() { last_route_ = nullptr; }
   std::vector<TransportImpl*> transports_;
   std::vector<Conn*> work_, work_spare_;
+  // Connections whose output met dry pools or a full link, oldest first.
+  // Kept apart from work_ so a pass looks at a few of thousands waiting.
+  std::deque<Conn*> stalled_;
   std::vector<Conn*> acks_;
   std::vector<Conn*> offers_;  // received into this pass, for the runner's owner
   std::atomic<bool> acks_hint_{false};
   std::unordered_map<Conn*, std::unique_ptr<Conn>> lingering_;
   std::atomic<bool> fd_mode_{false};
   TransportImpl* io_runner_ = nullptr;
-  bool tx_blocked_ = false;
+  bool tx_blocked_ = false;  // a pcb without a Conn met a full link: walk them all
   bool links_dirty_ = false;  // some link has frames committed, not flushed
   uint32_t last_tick_ms_ = 0;  // run_io's once-a-millisecond work
   int next_link_id_ = 0;

@@ -54,9 +54,10 @@
 #define MEM_USE_POOLS_TRY_BIGGER_POOL 1
 #define MEM_ALIGNMENT 8
 #define MEM_SIZE (1024 * 1024)  // unused with MEM_USE_POOLS; sets mem_size_t to u32
-// Thousands of connections: 4096 active/TIME_WAIT pcbs (about 1 MiB; lwIP
-// recycles the oldest TIME_WAIT ones when this runs out) and 64 listeners.
-#define MEMP_NUM_TCP_PCB 4096
+// Thousands of connections: 16384 active/TIME_WAIT pcbs (about 4 MiB; lwIP
+// recycles the oldest TIME_WAIT ones when this runs out), so a process can
+// hold 10,000 connections with room for their TIME_WAITs, and 64 listeners.
+#define MEMP_NUM_TCP_PCB 16384
 #define MEMP_NUM_TCP_PCB_LISTEN 64
 // One tcp_seg per queued TX segment and per out-of-order RX segment, shared
 // by all connections (a connection queues at most its peer's window plus
@@ -206,6 +207,13 @@
 #define LWIP_HOOK_ETHARP_GET_GW(netif, dest) softrdma_lwip_next_hop((netif), (dest))
 // Unpredictable initial sequence numbers (RFC 6528) instead of lwIP's counter.
 #define LWIP_HOOK_TCP_ISN(lip, lport, rip, rport) softrdma_lwip_isn((lip), (lport), (rip), (rport))
+// tcp_input finds a segment's pcb in a hash index (lwip_pcb_index.cc) before
+// scanning the active list, which thousands of connections make long. The
+// index learns of freed pcbs through the one ext arg.
+#define LWIP_HOOK_TCP_FIND_ACTIVE(sport, dport, src, dest, idx) \
+  softrdma_lwip_find_active((sport), (dport), (src), (dest), (idx))
+#define LWIP_HOOK_TCP_FOUND_ACTIVE(pcb) softrdma_lwip_found_active(pcb)
+#define LWIP_TCP_PCB_NUM_EXT_ARGS 1
 // Netif hints: lwIP remembers each pcb's ARP entry, and the transport reads
 // the hint pointer in linkoutput to find the sending pcb (lwIP counts no
 // retransmissions itself, the transport does).

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Thousands of connections between two processes over the memif mesh: an
+# srdma_soak server and one client, 300 connections, then 4096, each with two
+# mixed operations in flight and every byte checked (stack/tests/
+# many_conns_lib.sh). Passes if both runs exit 0 with no close over 5 s, the
+# server holds all 4096 at once and gives its resources back, and 4096
+# connections move at least a fifth of what 300 do (past about 600 they once
+# fell to a hundredth: two processes each waiting on the other's full ring).
+# The ratio itself is bench/conns_bench.sh's figure.
+#
+# usage: many_conns_test.sh <path-to-srdma_soak> [seconds, default 8]
+# Needs root (DPDK). Fails, never skips, without it.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+soak=$1
+secs=${2:-8}
+source "$root/stack/tests/many_conns_lib.sh"
+[[ $(id -u) -eq 0 ]] || { echo "many_conns_test: needs root (DPDK)"; exit 1; }
+logs=$(mktemp -d /tmp/many_conns.XXXXXX)
+
+conns_round "$logs/300" 300 1 "$secs"
+[[ -z $ROUND_WHY ]] || { echo "many_conns_test: 300 connections: $ROUND_WHY (logs $logs)"; exit 1; }
+r300=$ROUND_RATE
+conns_round "$logs/4096" 4096 1 "$secs"
+[[ -z $ROUND_WHY ]] || { echo "many_conns_test: 4096 connections: $ROUND_WHY (logs $logs)"; exit 1; }
+r4096=$ROUND_RATE
+echo "many_conns_test: 300 connections $r300 ops/s, 4096 connections $r4096 ops/s" \
+     "(server held $ROUND_CONNS at once)"
+[[ $ROUND_CONNS -ge 4096 ]] || { echo "many_conns_test: the server never held 4096 connections"; exit 1; }
+awk -v a="$r4096" -v b="$r300" 'BEGIN { r = b > 0 ? a / b : 0; printf "many_conns_test: ratio %.2f\n", r; exit !(r >= 0.2) }' ||
+  { echo "many_conns_test: 4096 connections collapsed (logs $logs)"; exit 1; }
+rm -rf "$logs"
+echo "many_conns_test: passed"
