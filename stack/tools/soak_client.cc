@@ -117,14 +117,9 @@ class Client {
     c->connect(peer_, o_.seed);
     by_qp_[c->qp()] = c.get();
     by_num_[c->qp()->num()] = c.get();
-    if (by_slot_.size() < ctrls_.slots()) {
-      by_slot_.resize(ctrls_.slots(), nullptr);
-      waits_.resize(ctrls_.slots(), 0);
-      seen_.resize(ctrls_.slots());
-    }
-    by_slot_[c->slot()] = c.get();
+    by_slot_.put(c->slot(), c.get(), ctrls_.slots());
+    if (waits_.size() < ctrls_.slots()) waits_.resize(ctrls_.slots(), 0);
     waits_[c->slot()] = 0;
-    seen_[c->slot()] = Seen{};
     conns_.push_back(std::move(c));
     last_progress_ = Clock::now();
   }
@@ -138,7 +133,7 @@ class Client {
       }
       by_qp_.erase(conns_[i]->qp());
       by_num_.erase(conns_[i]->qp()->num());
-      by_slot_[conns_[i]->slot()] = nullptr;
+      by_slot_.drop(conns_[i]->slot());
       waits_[conns_[i]->slot()] = 0;
       conns_[i] = std::move(conns_.back());
       conns_.pop_back();
@@ -160,12 +155,10 @@ class Client {
         [&] {
           const bool all = ++sweeps_ % 8 == 0;
           ctrls_.scan([&](uint32_t slot, const ClientCtrl& b) {
-            if (slot >= by_slot_.size() || !waits_[slot]) return;
+            if (slot >= waits_.size() || !waits_[slot]) return;
             const Seen words{load(b.credit.recv_posted) + load(b.credit.writes_checked),
                              load(b.done)};
-            if (!all && words == seen_[slot]) return;
-            seen_[slot] = words;
-            step(by_slot_[slot], stop);
+            if (by_slot_.changed(slot, words) || all) step(by_slot_.at(slot), stop);
           });
         },
         [&](uint32_t n) {
@@ -354,9 +347,8 @@ class Client {
     uint64_t credits = 0, done = 0;
     bool operator==(const Seen&) const = default;
   };
-  std::vector<ClientConn*> by_slot_;
+  SlotTable<ClientConn, Seen> by_slot_;
   std::vector<uint8_t> waits_;
-  std::vector<Seen> seen_;
   uint64_t sweeps_ = 0;
   bool stopped_ = false;              // the main phase's stop reached every connection
   bool churning_ = false;             // connections close all the time: reap them

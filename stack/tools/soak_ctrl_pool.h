@@ -1,7 +1,8 @@
 // The control blocks of a soak process's connections (the words the peer
-// writes by RDMA Write: credits, notices), side by side in registered chunks.
-// A sweep then reads them in one pass over memory, at a fixed stride, instead
-// of chasing each connection's objects to learn that nothing changed.
+// writes by RDMA Write: credits, notices), side by side in chunks. A sweep
+// then reads them in one pass over memory, at a fixed stride, instead of
+// chasing each connection's objects to learn that nothing changed. Each
+// block is its own MR: a peer reaches its connection's block and no other.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace softrdma::soak {
 template <class T>
 class CtrlPool {
  public:
-  static constexpr uint32_t kChunk = 256;  // blocks per chunk (one MR each)
+  static constexpr uint32_t kChunk = 256;  // blocks per chunk
 
   struct Block {
     T* ctrl = nullptr;
@@ -25,14 +26,11 @@ class CtrlPool {
   };
 
   explicit CtrlPool(Node& node) : node_(node) {}
-  ~CtrlPool() {
-    for (auto& c : chunks_)
-      if (c.mem) node_.eng().dereg_mr(c.stag);
-  }
+  ~CtrlPool() = default;  // the connections gave their blocks back
   CtrlPool(const CtrlPool&) = delete;
   CtrlPool& operator=(const CtrlPool&) = delete;
 
-  // A zeroed block (a new chunk registered when all are taken).
+  // A zeroed block, registered (a new chunk when all are taken).
   Block take() {
     if (free_.empty()) grow();
     const uint32_t slot = free_.back();
@@ -40,15 +38,17 @@ class CtrlPool {
     Chunk& c = chunks_[slot / kChunk];
     ++c.used;
     T* p = new (&c.mem[slot % kChunk]) T{};
-    return Block{p, c.stag, slot};
+    constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+    c.stags[slot % kChunk] = node_.reg(p, sizeof(T), kAll);
+    return Block{p, c.stags[slot % kChunk], slot};
   }
-  // Its chunk goes (MR and memory) with its last block: what a process
-  // holds when idle stays what it held before its first connection.
+  // Its chunk's memory goes with its last block: what a process holds when
+  // idle stays what it held before its first connection.
   void give(uint32_t slot) {
     Chunk& c = chunks_[slot / kChunk];
+    node_.eng().dereg_mr(c.stags[slot % kChunk]);
     free_.push_back(slot);
     if (--c.used > 0) return;
-    node_.eng().dereg_mr(c.stag);
     c.mem.reset();
     std::erase_if(free_, [&](uint32_t s) { return s / kChunk == slot / kChunk; });
   }
@@ -68,7 +68,7 @@ class CtrlPool {
  private:
   struct Chunk {
     std::unique_ptr<T[]> mem;
-    uint32_t stag = 0;
+    uint32_t stags[kChunk] = {};
     uint32_t used = 0;
   };
 
@@ -78,14 +78,39 @@ class CtrlPool {
     if (at == chunks_.size()) chunks_.emplace_back();
     Chunk& c = chunks_[at];
     c.mem.reset(new T[kChunk]());
-    constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
-    c.stag = node_.reg(c.mem.get(), sizeof(T) * kChunk, kAll);
     for (uint32_t k = kChunk; k > 0; --k) free_.push_back(at * kChunk + k - 1);
   }
 
   Node& node_;
   std::vector<Chunk> chunks_;
   std::vector<uint32_t> free_;  // slots of chunks in use, lowest last
+};
+
+// What a sweep keeps per slot: the connection there (null if none) and the
+// peer-written words it last stepped it on (Words: equality comparable).
+template <class Conn, class Words>
+class SlotTable {
+ public:
+  void put(uint32_t slot, Conn* c, uint32_t slots) {
+    if (conn_.size() < slots) {
+      conn_.resize(slots, nullptr);
+      seen_.resize(slots);
+    }
+    conn_[slot] = c;
+    seen_[slot] = Words{};
+  }
+  void drop(uint32_t slot) { conn_[slot] = nullptr; }
+  Conn* at(uint32_t slot) const { return slot < conn_.size() ? conn_[slot] : nullptr; }
+  // Records words for slot; true if they differ from what it held.
+  bool changed(uint32_t slot, const Words& words) {
+    if (seen_[slot] == words) return false;
+    seen_[slot] = words;
+    return true;
+  }
+
+ private:
+  std::vector<Conn*> conn_;
+  std::vector<Words> seen_;
 };
 
 }  // namespace softrdma::soak

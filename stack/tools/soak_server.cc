@@ -56,11 +56,9 @@ class Server {
             return;
           }
           ctrls_.scan([&](uint32_t slot, const ServerCtrl& b) {
-            if (slot >= by_slot_.size() || by_slot_[slot] == nullptr) return;
-            const Seen words{load(b.notify), load(b.end)};
-            if (words == seen_[slot]) return;
-            seen_[slot] = words;
-            moved |= by_slot_[slot]->step(rss_kb_, now);
+            ServerConn* c = by_slot_.at(slot);
+            if (c != nullptr && by_slot_.changed(slot, Seen{load(b.notify), load(b.end)}))
+              moved |= c->step(rss_kb_, now);
           });
         },
         [&](uint32_t n) {
@@ -102,12 +100,7 @@ class Server {
     }
     ++served_;
     by_num_[c->qp()->num()] = c.get();
-    if (by_slot_.size() < ctrls_.slots()) {
-      by_slot_.resize(ctrls_.slots(), nullptr);
-      seen_.resize(ctrls_.slots());
-    }
-    by_slot_[c->slot()] = c.get();
-    seen_[c->slot()] = Seen{};
+    by_slot_.put(c->slot(), c.get(), ctrls_.slots());
     conns_[c->qp()] = std::move(c);
   }
 
@@ -148,7 +141,7 @@ class Server {
     closed_ops_ += c->credit().ops_checked;
     closed_bytes_ += c->credit().bytes_checked;
     by_num_.erase(c->qp()->num());
-    by_slot_[c->slot()] = nullptr;
+    by_slot_.drop(c->slot());
     conns_.erase(c->qp());
     last_activity_ = Clock::now();
     if (conns_.empty() && surviving() && idle_rss_kb_ == 0) idle_rss_kb_ = live_rss_kb();
@@ -298,8 +291,7 @@ class Server {
     uint64_t notify = 0, end = 0;
     bool operator==(const Seen&) const = default;
   };
-  std::vector<ServerConn*> by_slot_;
-  std::vector<Seen> seen_;
+  SlotTable<ServerConn, Seen> by_slot_;
   uint64_t sweeps_ = 0;
   Mismatches mism_;
   Clock::time_point deadline_{}, t0_, last_progress_, next_report_{}, next_stall_walk_{};
