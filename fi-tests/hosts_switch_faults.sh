@@ -1,7 +1,8 @@
 # Sourced by hosts_test.sh when softrdma-switch serves the hosts (ranks as
 # nobody): several ranks per host at once, another local user at the
 # switch's control socket, a rank killed (both switches back to what they
-# held before), the switch killed and restarted.
+# held before), the switch killed and restarted (a server from before the
+# kill answers again). Needs $soak (srdma_soak).
 # shellcheck shell=bash
 
 pid_on() {  # host, program: the pid of that program on the host, if any
@@ -137,10 +138,30 @@ echo "switches after the pair: A $(switch_holds 0), B $(switch_holds 1) (before:
   fail "a switch did not give back what it held for the gone ranks"
 
 # --- the switch SIGKILLed mid-run, then restarted -------------------------------
+# A server that outlives its switch (srdma_soak surviving lost clients, on
+# B as nobody) must answer again once the switch is back: a client of A
+# before the kill and one after the restart, every byte checked.
+lasting_client() {
+  as_user 0 timeout 90 "$soak" -p 47720 -n 2 -q 2 -s 64K -d 2 --no-bye "${addr[1]}" \
+    >"$tmp/$1.log" 2>&1 || { cat "$tmp/$1.log" "$tmp/lasting.srv"; fail "$1: a client of B's lasting server failed"; }
+}
+as_user 1 timeout 600 "$soak" --server -p 47720 --serve-until-idle 300 >"$tmp/lasting.srv" 2>&1 &
+lasting=$!
+for _ in $(seq 50); do
+  ip netns exec "${hosts[1]}" ss -Hltn 'sport = :47720' | grep -q . && break
+  sleep 0.1
+done
+lasting_client lasting-before
 long_pair killswitch
 stop_switch 1 KILL
 ends_with_error_within 60 "$srv_pid" "$cli_pid"
 echo "switch SIGKILLed: both ranks ended with errors: $(tail -1 "$tmp/killswitch.cli") / $(tail -1 "$tmp/killswitch.srv")"
+kill -0 "$lasting" || { cat "$tmp/lasting.srv"; fail "B's lasting server died with its switch"; }
 start_switch 1
 pingpong msg8-restarted softrdma msg 8 "$iters" 0 1
 echo "switch restarted: new ranks work"
+t0=$SECONDS
+lasting_client lasting-after
+kill -0 "$lasting" || { cat "$tmp/lasting.srv"; fail "B's lasting server did not survive"; }
+kill "$lasting"
+echo "switch restarted: B's server from before the kill answered again ($((SECONDS - t0)) s): $(grep '^SUMMARY' "$tmp/lasting-after.log" | cut -c1-80)"

@@ -26,19 +26,23 @@
 # data; a request no switch knows from another local user is refused and
 # the switch serves on; a rank SIGKILLed mid-run ends its peer with an error
 # (no hang) and the switch lets its ports go; the switch SIGKILLed mid-run
-# ends both ranks with errors, and once restarted new ranks work.
+# ends both ranks with errors, and once restarted new ranks work and a
+# server (srdma_soak) that lived through the restart answers again.
 # Everything it creates (namespaces, bridge, veths, temp dir) goes at exit.
 # With mtu=N (hosts_lib.sh) above 1500, large messages must also have
 # crossed in fewer frames than 1500-octet links need (jumbo frames used).
-# usage: [mtu=N] hosts_test.sh <dir with libsoftrdma-fi.so> [iterations] [hosts (2)] [softrdma-switch]
+# usage: [mtu=N] hosts_test.sh <dir with libsoftrdma-fi.so> [iterations] [hosts (2)]
+#                             [softrdma-switch srdma_soak]
 # Needs root. Fails, never skips.
 set -uo pipefail
-prov=${1:?usage: hosts_test.sh <prov dir> [iterations] [hosts] [softrdma-switch]}
+prov=${1:?usage: hosts_test.sh <prov dir> [iterations] [hosts] [softrdma-switch srdma_soak]}
 iters=${2:-1000}
 nhosts=${3:-2}
 switch=${4:-}
+soak=${5:-}
 mark=1
 [[ -n $switch ]] && mark=0 && switch=$(cd "$(dirname "$switch")" && pwd)/$(basename "$switch")
+[[ -z $switch || -x $soak ]] || { echo "hosts_test: with a switch, give srdma_soak too" >&2; exit 2; }
 fail() { echo "hosts_test: FAIL: $*" >&2; exit 1; }
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -91,7 +91,8 @@ fi
 # it: the installed softrdma-switch on each host (it loads the package's
 # XDP program, outside any build tree), ranks as nobody.
 here=$(cd "$(dirname "$0")" && pwd)
-bash "$here/../fi-tests/hosts_test.sh" "$provdir" 200 2 /usr/sbin/softrdma-switch >"$tmp/hosts.log" 2>&1 \
+bash "$here/../fi-tests/hosts_test.sh" "$provdir" 200 2 /usr/sbin/softrdma-switch /usr/bin/srdma_soak \
+  >"$tmp/hosts.log" 2>&1 \
   || { cat "$tmp/hosts.log"; fail "fi_pingpong across hosts over the installed provider and switch"; }
 
 dpkg -r softrdma >/dev/null 2>&1 || fail "dpkg -r"

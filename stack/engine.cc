@@ -249,6 +249,10 @@ static int64_t now_ns() {
 
 int Engine::progress_once() {
   big_lock::Guard g;
+  return pass_locked();
+}
+
+int Engine::pass_locked() {
   int n = transport_->poll(*this, 0);  // refreshes the pass clock
   const int64_t now = pass_clock::now_ns();
   last_progress_ns_.store(now, std::memory_order_relaxed);
@@ -313,9 +317,15 @@ void Engine::watchdog_loop() {
     });
     const bool asked = std::exchange(watchdog_attend_, false);
     lk.unlock();
-    if (now_ns() - last_progress_ns_.load(std::memory_order_relaxed) >= period) {
-      progress_once();
+    // A thread holding the lock is making progress: waiting for it would
+    // only take turns with that thread (a wake-up at each of its passes).
+    const bool stale = now_ns() - last_progress_ns_.load(std::memory_order_relaxed) >= period;
+    if (stale && big_lock::try_lock()) {
+      pass_locked();
+      big_lock::unlock();
       nap = period;
+    } else if (stale) {
+      nap = period;  // the holder may be a thread that only posts: look again soon
     } else {
       nap = asked ? period : std::min(nap * 2, kMaxBackoff * period);
     }

@@ -211,6 +211,7 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   void emit(CmEvent ev);
   // engine.cc: progress internals and the c1/c3 thread
   int progress_once();
+  int pass_locked();  // progress_once's pass, the process lock held
   void io_loop();
   void watchdog_loop();
 

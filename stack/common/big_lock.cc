@@ -19,6 +19,8 @@ void detail::acquire() {
   while (g_flag.test_and_set(std::memory_order_acquire)) g_flag.wait(true, std::memory_order_relaxed);
 }
 
+bool detail::try_acquire() { return !g_flag.test_and_set(std::memory_order_acquire); }
+
 void detail::release() {
   // Still held while the hook runs: what it calls may lock again (nested).
   ++t_depth;

@@ -27,11 +27,18 @@ namespace detail {
 // is a plain TLS access rather than a call through a TLS wrapper function.
 inline thread_local uint32_t t_depth __attribute__((tls_model("initial-exec"))) = 0;
 void acquire();
+bool try_acquire();
 void release();  // runs the release hook first
 }  // namespace detail
 
 inline void lock() {
   if (detail::t_depth++ == 0) detail::acquire();
+}
+// Takes it only if no other thread holds it; true if taken (unlock() then).
+inline bool try_lock() {
+  if (detail::t_depth == 0 && !detail::try_acquire()) return false;
+  ++detail::t_depth;
+  return true;
 }
 inline void unlock() {
   if (--detail::t_depth == 0) detail::release();

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -36,13 +38,23 @@ std::map<std::string, Link> g_links;
 using ClaimKey = std::pair<std::string, uint16_t>;
 std::map<ClaimKey, PortReservation> g_claims;  // empty reservations: the switch holds them
 std::set<ClaimKey> g_released;  // held until lwIP is done with the port
+// Ports still claimed when their interface's switch went (a listener's, or
+// a connection's not yet released): held again once the switch is back.
+struct Orphans {
+  HostIface iface;
+  std::set<uint16_t> ports;
+};
+std::map<std::string, Orphans> g_orphans;
+std::chrono::steady_clock::time_point g_next_reattach{};
+constexpr auto kReattachEvery = std::chrono::milliseconds(500);
 
 in_addr netmask_of(int prefix) {
   return in_addr{htonl(prefix <= 0 ? 0 : ~uint32_t{0} << (32 - prefix))};
 }
 
-// The switch of a link has gone: its connections end now (-ENETDOWN), its
-// ports with it; the next open attaches to the switch again.
+// The switch of a link has gone: its connections end now (-ENETDOWN); the
+// ports still claimed wait as orphans for the switch to come back (sweep),
+// and the next open attaches to it again.
 void drop_dead_switch_links() {
   for (auto it = g_links.begin(); it != g_links.end();) {
     if (!it->second.sw || it->second.sw->alive()) {
@@ -50,17 +62,19 @@ void drop_dead_switch_links() {
       continue;
     }
     LwipStack::get().remove_link(it->second.id);
+    for (const auto& [key, r] : g_claims) {
+      if (key.first != it->first || g_released.count(key)) continue;
+      Orphans& o = g_orphans[it->first];
+      o.iface = it->second.iface;
+      o.ports.insert(key.second);
+    }
     std::erase_if(g_claims, [&](const auto& c) { return c.first.first == it->first; });
     std::erase_if(g_released, [&](const ClaimKey& k) { return k.first == it->first; });
     it = g_links.erase(it);
   }
 }
 
-}  // namespace
-
-int HostPath::open(const HostIface& iface, std::string* error) {
-  std::lock_guard g(g_mu);
-  drop_dead_switch_links();
+int open_locked(const HostIface& iface, std::string* error) {
   if (g_links.count(iface.name)) return 0;
   Link l;
   l.iface = iface;
@@ -89,8 +103,7 @@ int HostPath::open(const HostIface& iface, std::string* error) {
   return 0;
 }
 
-int HostPath::claim(const HostIface& iface, uint16_t port, HostClaim* out, std::string* error) {
-  std::lock_guard g(g_mu);
+int claim_locked(const HostIface& iface, uint16_t port, HostClaim* out, std::string* error) {
   auto it = g_links.find(iface.name);
   if (it == g_links.end()) {
     *error = "no softrdma port on " + iface.name;
@@ -124,14 +137,54 @@ int HostPath::claim(const HostIface& iface, uint16_t port, HostClaim* out, std::
   return 0;
 }
 
+// Attaches again to the switches orphans wait for, and holds their ports
+// there: a listener of this process answers again after its switch restarted.
+void reattach_orphans() {
+  const auto now = std::chrono::steady_clock::now();
+  if (g_orphans.empty() || now < g_next_reattach) return;
+  g_next_reattach = now + kReattachEvery;
+  for (auto it = g_orphans.begin(); it != g_orphans.end();) {
+    std::string err;
+    if (open_locked(it->second.iface, &err) < 0) {  // not back yet
+      ++it;
+      continue;
+    }
+    for (uint16_t port : it->second.ports) {
+      HostClaim c;
+      if (claim_locked(it->second.iface, port, &c, &err) < 0)
+        std::fprintf(stderr, "softrdma: %s: softrdma-switch is back, but port %u is lost: %s\n",
+                     it->first.c_str(), port, err.c_str());
+    }
+    it = g_orphans.erase(it);
+  }
+}
+
+}  // namespace
+
+int HostPath::open(const HostIface& iface, std::string* error) {
+  std::lock_guard g(g_mu);
+  drop_dead_switch_links();
+  return open_locked(iface, error);
+}
+
+int HostPath::claim(const HostIface& iface, uint16_t port, HostClaim* out, std::string* error) {
+  std::lock_guard g(g_mu);
+  return claim_locked(iface, port, out, error);
+}
+
 void HostPath::release(const HostClaim& c) {
   std::lock_guard g(g_mu);
   if (g_claims.count({c.iface, c.port})) g_released.insert({c.iface, c.port});
+  if (auto o = g_orphans.find(c.iface); o != g_orphans.end()) {
+    o->second.ports.erase(c.port);
+    if (o->second.ports.empty()) g_orphans.erase(o);
+  }
 }
 
 void HostPath::sweep() {
   std::lock_guard g(g_mu);
   drop_dead_switch_links();
+  reattach_orphans();
   for (auto it = g_released.begin(); it != g_released.end();) {
     if (LwipStack::get().local_port_in_use(it->second)) {
       ++it;
