@@ -61,6 +61,8 @@ TEST_F(Settings, FiGetinfoRefusesABadValueByName) {
               "softrdma: FI_SOFTRDMA_MTU=-5: expected an integer in 68\\.\\.65385");
   expect_exit(getinfo_with, "FI_SOFTRDMA_CRC", "maybe", kFailedAsExpected,
               "softrdma: FI_SOFTRDMA_CRC=maybe: expected one of 0\\|1\\|no\\|yes");
+  expect_exit(getinfo_with, "FI_SOFTRDMA_TRANSPORT", "tcp", kFailedAsExpected,
+              "softrdma: FI_SOFTRDMA_TRANSPORT=tcp: expected one of dpdk\\|kernel");
   expect_exit(getinfo_with, "FI_SOFTRDMA_MTUU", "9000", kFailedAsExpected,
               "softrdma: FI_SOFTRDMA_MTUU=9000: no such setting");
 }
@@ -71,6 +73,8 @@ TEST_F(Settings, FiGetinfoTakesGoodValues) {
 }
 
 TEST_F(Settings, FiFabricRefusesABadValueByName) {
+  expect_exit(fabric_with, "FI_SOFTRDMA_TRANSPORT", "rdma", kFailedAsExpected,
+              "softrdma: FI_SOFTRDMA_TRANSPORT=rdma: expected one of dpdk\\|kernel");
   expect_exit(fabric_with, "FI_SOFTRDMA_RTR", "foo", kFailedAsExpected,
               "softrdma: FI_SOFTRDMA_RTR=foo: expected one of write\\|read\\|send\\|none");
   expect_exit(fabric_with, "FI_SOFTRDMA_WATCHDOG_US", "-1", kFailedAsExpected,

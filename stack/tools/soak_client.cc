@@ -5,6 +5,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "stack/common/settings.h"
 #include "stack/tools/addresses.h"
 #include "stack/tools/soak_client_conn.h"
 #include "stack/tools/soak_roles.h"
@@ -31,7 +32,7 @@ class Client {
   int run() {
     std::printf("# srdma_soak: seed %" PRIu64 " | transport %s | threading %s | %u conns x %u in "
                 "flight, 0..%u B | %.0f s | churn %" PRIu64 " x %" PRIu64 " ops (%u at a time)\n",
-                o_.seed, node_.eng().transport_name(), threading_name(), o_.conns, o_.depth,
+                o_.seed, node_.eng().transport_name(), threading_name().c_str(), o_.conns, o_.depth,
                 o_.max_size, o_.duration_s, o_.churn, o_.churn_ops, o_.churn_parallel);
     std::printf("# mix %%: send %u write %u read %u write_imm %u fadd %u cas %u\n", kOpWeights[0],
                 kOpWeights[1], kOpWeights[2], kOpWeights[3], kOpWeights[4], kOpWeights[5]);
@@ -44,10 +45,7 @@ class Client {
   }
 
  private:
-  static const char* threading_name() {
-    const char* t = std::getenv("FI_SOFTRDMA_THREADING");
-    return t && *t ? t : "c2";
-  }
+  static std::string threading_name() { return settings::get_string(settings::Id::kThreading); }
 
   void run_main() {
     if (o_.conns == 0) return;
