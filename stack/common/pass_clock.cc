@@ -60,8 +60,28 @@ struct Anchor {
 };
 thread_local Anchor t_anchor __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0};
 
-int64_t reanchor(uint64_t tsc) {
-  const int64_t real = monotonic_ns();
+// A real read and the ticks it happened at, read around it: a thread
+// preempted between a tick read and the clock read would pair them wrongly
+// and offset every extrapolation until the next re-anchor (by 32 us once,
+// under load). A pair read over more than kPairNs is read again.
+constexpr int64_t kPairNs = 2'000;
+int64_t paired_read(uint64_t* tsc) {
+  const uint64_t mult = g_mult.load(std::memory_order_relaxed);
+  const uint64_t limit = mult == 0 ? ~uint64_t{0} : (uint64_t{kPairNs} << 32) / mult;
+  int64_t real = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t t0 = read_tsc();
+    real = monotonic_ns();
+    const uint64_t t1 = read_tsc();
+    *tsc = t0 + (t1 - t0) / 2;
+    if (t1 - t0 < limit) break;
+  }
+  return real;
+}
+
+int64_t reanchor() {
+  uint64_t tsc;
+  const int64_t real = paired_read(&tsc);
   uint64_t mult = 0;
   if (real - g_cal_ns >= kCalibrateNs && tsc > g_cal_tsc) {
     const double per_tick = static_cast<double>(real - g_cal_ns) / static_cast<double>(tsc - g_cal_tsc);
@@ -88,7 +108,7 @@ int64_t refresh() {
       ns = a.ns + static_cast<int64_t>((ticks * g_mult.load(std::memory_order_relaxed)) >> 32);
       a.last = ns;
     } else {
-      ns = reanchor(tsc);
+      ns = reanchor();
     }
   } else {
     ns = monotonic_ns();
