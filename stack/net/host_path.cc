@@ -47,6 +47,9 @@ struct Orphans {
 std::map<std::string, Orphans> g_orphans;
 std::chrono::steady_clock::time_point g_next_reattach{};
 constexpr auto kReattachEvery = std::chrono::milliseconds(500);
+// A re-attach runs inside a progress pass: a switch that is there but does
+// not answer must not hold the pass for a control call's full wait.
+constexpr int kReattachAnswerMs = 50;
 
 in_addr netmask_of(int prefix) {
   return in_addr{htonl(prefix <= 0 ? 0 : ~uint32_t{0} << (32 - prefix))};
@@ -74,13 +77,15 @@ void drop_dead_switch_links() {
   }
 }
 
-int open_locked(const HostIface& iface, std::string* error) {
+// answer_ms: how long a switch may take to welcome us (SwitchSession::attach).
+int open_locked(const HostIface& iface, std::string* error,
+                int answer_ms = SwitchSession::kAnswerMs) {
   if (g_links.count(iface.name)) return 0;
   Link l;
   l.iface = iface;
   std::unique_ptr<FrameLink> port;
   if (switch_serves(iface.name) || ::geteuid() != 0) {
-    l.sw = SwitchSession::attach(iface.name, error);
+    l.sw = SwitchSession::attach(iface.name, error, answer_ms);
     if (!l.sw) return -ENETUNREACH;
     port = l.sw->take_link();
   } else {
@@ -145,7 +150,7 @@ void reattach_orphans() {
   g_next_reattach = now + kReattachEvery;
   for (auto it = g_orphans.begin(); it != g_orphans.end();) {
     std::string err;
-    if (open_locked(it->second.iface, &err) < 0) {  // not back yet
+    if (open_locked(it->second.iface, &err, kReattachAnswerMs) < 0) {  // not back yet
       ++it;
       continue;
     }

@@ -20,9 +20,6 @@ namespace softrdma::net {
 
 namespace {
 
-// How long a control call waits for the switch's answer.
-constexpr int kCallTimeoutMs = 5000;
-
 int recv_with_fds(int fd, sw::Msg* m, int* fds, int nfds) {
   char ctl[CMSG_SPACE(sizeof(int) * 3)]{};
   iovec iov{m, sizeof(*m)};
@@ -175,7 +172,8 @@ class SwitchLink final : public FrameLink {
 
 }  // namespace
 
-std::unique_ptr<SwitchSession> SwitchSession::attach(const std::string& iface, std::string* error) {
+std::unique_ptr<SwitchSession> SwitchSession::attach(const std::string& iface, std::string* error,
+                                                     int answer_ms) {
   const std::string path = sw::ctl_path(iface);
   const std::string where = "softrdma-switch on " + iface + " (" + path + ")";
   std::unique_ptr<SwitchSession> s(new SwitchSession);
@@ -209,7 +207,7 @@ std::unique_ptr<SwitchSession> SwitchSession::attach(const std::string& iface, s
     return nullptr;
   }
   pollfd p{s->fd_, POLLIN, 0};
-  if (::poll(&p, 1, kCallTimeoutMs) != 1) {
+  if (::poll(&p, 1, answer_ms) != 1) {
     *error = where + ": no answer";
     return nullptr;
   }
@@ -265,7 +263,7 @@ int SwitchSession::call(const sw::Msg& out, sw::Msg* in) {
   if (::send(fd_, &out, sizeof(out), MSG_NOSIGNAL) != sizeof(out)) return -errno;
   pollfd p{fd_, POLLIN, 0};
   int none[1];
-  if (::poll(&p, 1, kCallTimeoutMs) != 1) return -ETIMEDOUT;
+  if (::poll(&p, 1, kAnswerMs) != 1) return -ETIMEDOUT;
   int rc = recv_with_fds(fd_, in, none, 0);
   if (rc < 0) {
     dead_ = true;

@@ -18,8 +18,12 @@ namespace softrdma::net {
 
 class SwitchSession {
  public:
-  // Attaches to iface's switch: null with the reason in *error.
-  static std::unique_ptr<SwitchSession> attach(const std::string& iface, std::string* error);
+  // How long a control call waits for the switch's answer.
+  static constexpr int kAnswerMs = 5000;
+  // Attaches to iface's switch, waiting up to answer_ms for its welcome:
+  // null with the reason in *error.
+  static std::unique_ptr<SwitchSession> attach(const std::string& iface, std::string* error,
+                                               int answer_ms = kAnswerMs);
   ~SwitchSession();
   SwitchSession(const SwitchSession&) = delete;
   SwitchSession& operator=(const SwitchSession&) = delete;
