@@ -169,9 +169,12 @@ bool Cq::take() {
 
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
   Core& core = dom->core();
+  // c1/c3: a reader finding nothing gives the engine's thread the CPU, and
+  // must not hold the lock while it does.
+  if (core.engine_threaded() && ecq->size() == 0) core.progress();
   std::lock_guard g(core.mu);
   if (!has_staged && ecq->size() == 0) {
-    core.progress();
+    core.progress();  // c2: the pass; c1/c3: routes only
   } else {
     settle();
   }

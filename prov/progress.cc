@@ -1,6 +1,6 @@
 // Progress: the application's calls drive it (FI_PROGRESS_MANUAL), and for
 // FI_PROGRESS_AUTO a thread of the core's own does too. Waiting happens in
-// the engine without the core's lock, so other threads keep posting.
+// the engine without the process lock, so other threads keep posting.
 #include <chrono>
 
 #include "prov/prov.h"
@@ -18,7 +18,13 @@ constexpr int kWaitSliceUs = 10000;
 }  // namespace
 
 void Core::progress(int timeout_us) {
-  engine->progress(timeout_us);
+  if (timeout_us == 0 && !engine_threaded()) {  // the pass and its routing under one take
+    std::lock_guard g(mu);
+    engine->progress(0);
+    route();
+    return;
+  }
+  engine->progress(timeout_us);  // waits, or yields to c1/c3's thread: without the lock
   route();
 }
 
@@ -27,6 +33,8 @@ void Core::route() {
   dispatch_cm();
   for (Cq* cq : cqs) cq->settle();  // counters count without a CQ reader
 }
+
+bool Core::engine_threaded() const { return engine->config().threading != Threading::kC2; }
 
 // The transport's fd is in every wait set (wait.cc) and the auto thread
 // feeds them; an engine that progresses itself (an I/O thread, or c2's

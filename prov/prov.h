@@ -123,7 +123,13 @@ struct Core {
   ~Core();
 
   std::unique_ptr<Engine> engine;  // first: destroyed after all that names its objects
-  std::recursive_mutex mu;
+  // The provider's state is under the engine's lock (the process's one
+  // lock, which nests), so that a post or a CQ read takes one lock.
+  struct Lock {
+    Core* core;
+    void lock() { core->engine->lock(); }
+    void unlock() { core->engine->unlock(); }
+  } mu{this};
   std::map<Listener*, Pep*> peps;
   std::map<Qp*, Ep*> eps;
   std::vector<Cq*> cqs;
@@ -131,9 +137,12 @@ struct Core {
   // --- progress.cc ---
   // Drives the engine (waiting up to timeout_us for I/O, without holding
   // mu), then routes its CM events to the EQs and settles its completions
-  // (counters count without a CQ reader).
+  // (counters count without a CQ reader). Under mu it only makes a pass
+  // (c2) or routes (c1/c3: the engine's thread makes progress).
   void progress(int timeout_us = 0);
   void route();  // progress() without driving the engine
+  // c1/c3: the engine has a thread of its own that makes progress.
+  bool engine_threaded() const;
   // Whether a wait fd can be slept on: something other than the
   // application's own calls will make it readable (fi_trywait). cm: for
   // EQ events, which only the provider makes out of the engine's.

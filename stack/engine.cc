@@ -206,7 +206,11 @@ int Engine::post_recv(Qp* qp, const RecvWr& wr) {
 }
 
 // No engine lock: the CQ has its own (see cq.h).
-int Engine::poll_cq(Cq* cq, Wc* wc, int n) { return cq->poll(wc, n); }
+int Engine::poll_cq(Cq* cq, Wc* wc, int n) {
+  if (cq->size() == 0) return 0;  // the common empty poll takes no lock
+  ApiLock g(this);
+  return cq->poll(wc, n);
+}
 
 Stats Engine::stats() {
   ApiLock g(this);
@@ -275,7 +279,9 @@ int Engine::progress(int timeout_us) {
   if (io_thread_.joinable() && std::this_thread::get_id() != io_thread_.get_id()) {
     // c1/c3: the engine's thread makes progress; callers only give it time
     // (a yield at least: with fewer cores than busy threads, a polling
-    // application would otherwise hold the CPU its I/O thread needs).
+    // application would otherwise hold the CPU its I/O thread needs). A
+    // caller holding the lock gives it time by letting go of the lock.
+    if (big_lock::held()) return 0;
     if (timeout_us == 0) {
       std::this_thread::yield();
     } else {

@@ -190,6 +190,22 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // The local and peer addresses of the QP's connection; false while it has
   // none.
   bool qp_addresses(Qp* qp, sockaddr_in* local, sockaddr_in* peer);
+  // The process lock as every method above takes it (BasicLockable; it
+  // nests): the provider guards its own state with it, so a post or a CQ
+  // read with its bookkeeping takes one lock, not two.
+  void lock() {
+    if (cfg_.threading == Threading::kC2) {  // no engine thread to step aside
+      big_lock::lock();
+      return;
+    }
+    // Announced first, so that the c1/c3 thread, which otherwise retakes
+    // the lock back to back, steps aside (the lock is not fair: it would
+    // starve the application).
+    waiters_.fetch_add(1, std::memory_order_relaxed);
+    big_lock::lock();
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void unlock() { big_lock::unlock(); }
 
  private:
   // net::TransportEvents
@@ -215,20 +231,9 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   void io_loop();
   void watchdog_loop();
 
-  // The process lock (big_lock.h) as API calls take it: announced first, so
-  // that the c1/c3 thread, which otherwise retakes the lock back to back,
-  // steps aside (std::mutex is not fair: it would starve the application).
-  struct ApiLock {
-    explicit ApiLock(Engine* e) : e_(e) {
-      if (e_->cfg_.threading == Threading::kC2) {  // no engine thread to step aside
-        big_lock::lock();
-        return;
-      }
-      e_->waiters_.fetch_add(1, std::memory_order_relaxed);
-      big_lock::lock();
-      e_->waiters_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    ~ApiLock() { big_lock::unlock(); }
+  struct ApiLock {  // lock() for a scope
+    explicit ApiLock(Engine* e) : e_(e) { e_->lock(); }
+    ~ApiLock() { e_->unlock(); }
     Engine* e_;
   };
 

@@ -8,7 +8,7 @@ namespace softrdma::iwarp {
 
 void Cq::push(const Wc& wc) {
   {
-    std::lock_guard g(mu_);
+    big_lock::Guard g;
     push_locked(wc);
   }
   if (notify_fd_.load() < 0) return;
@@ -26,7 +26,7 @@ void Cq::push_locked(const Wc& wc) {
     overrun_ = true;
     spill_.push_back(wc);
   }
-  // Written under mu_: only held_ needs seq_cst (the wakeup handshake).
+  // Written under the lock: only held_ needs seq_cst (the wakeup handshake).
   fresh_.store(fresh_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   held_.store(count_ + spill_.size());
 }
@@ -49,7 +49,7 @@ void Cq::pop_locked(Wc* out) {
 
 int Cq::poll(Wc* out, int n) {
   if (held_.load() == 0) return 0;
-  std::lock_guard g(mu_);
+  big_lock::Guard g;
   int got = 0;
   while (got < n && count_ > 0) pop_locked(&out[got++]);
   return got;
@@ -57,7 +57,7 @@ int Cq::poll(Wc* out, int n) {
 
 bool Cq::pop_visited(Wc* out) {
   if (held_.load() == 0) return false;
-  std::lock_guard g(mu_);
+  big_lock::Guard g;
   if (count_ == 0 || count_ + spill_.size() == fresh_.load()) return false;
   pop_locked(out);
   return true;

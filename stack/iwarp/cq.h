@@ -1,9 +1,9 @@
 // Completion queue: a fixed ring of work completions. When it is full the
 // completion that does not fit is kept aside and the CQ reports overrun
 // (like an RNIC's CQ overflow async error) instead of dropping silently.
-// It has its own small lock (a spin lock: a completion is copied in or out
-// under it), so that an application thread polling it never contends for
-// the process lock with the c1/c3 I/O thread.
+// It is guarded by the process lock (big_lock.h), which every pusher (a QP's
+// receive or transmit) already holds, so a push only counts a nested take;
+// a poll that finds it empty takes no lock at all.
 #pragma once
 
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <mutex>
 #include <vector>
 
-#include "stack/common/spin_lock.h"
+#include "stack/common/big_lock.h"
 #include "stack/verbs.h"
 
 namespace softrdma::iwarp {
@@ -28,13 +28,13 @@ class Cq {
   uint32_t depth() const { return static_cast<uint32_t>(ring_.size()); }
   // True once a completion did not fit the ring (it is kept, not lost).
   bool overrun() const {
-    std::lock_guard g(mu_);
+    big_lock::Guard g;
     return overrun_;
   }
 
   // For a consumer that must see each completion when it arrives but takes
   // it out later (the libfabric provider counts on arrival and translates on
-  // read, with no queue of its own): fn(Wc&) runs under the CQ's lock on
+  // read, with no queue of its own): fn(Wc&) runs under the process lock on
   // every completion not visited yet, oldest first, and may rewrite it.
   template <typename F>
   void visit(F&& fn);
@@ -55,7 +55,6 @@ class Cq {
   Wc& at_locked(size_t i) {  // i-th oldest completion
     return i < count_ ? ring_[slot(i)] : spill_[i - count_];
   }
-  mutable SpinLock mu_;
   std::vector<Wc> ring_;
   size_t head_ = 0;
   size_t count_ = 0;
@@ -67,7 +66,7 @@ class Cq {
   // next push sees it armed.
   std::atomic<size_t> held_{0};
   // How many of the newest completions visit() has not seen; written under
-  // mu_, read without it for the common nothing-new case.
+  // the lock, read without it for the common nothing-new case.
   std::atomic<size_t> fresh_{0};
   std::atomic<int> notify_fd_{-1};
 };
@@ -75,7 +74,7 @@ class Cq {
 template <typename F>
 void Cq::visit(F&& fn) {
   if (fresh_.load() == 0) return;
-  std::lock_guard g(mu_);
+  big_lock::Guard g;
   const size_t held = count_ + spill_.size();
   for (size_t i = held - fresh_.load(); i < held; ++i) fn(at_locked(i));
   fresh_.store(0);
