@@ -27,6 +27,9 @@ struct tcp_pcb;
 struct tcp_pcb* softrdma_lwip_find_active(u16_t src_port, u16_t dest_port, const ip_addr_t* src,
                                           const ip_addr_t* dest, u8_t netif_idx);
 void softrdma_lwip_found_active(struct tcp_pcb* pcb);
+// tcp_receive took len octets of in-order data for pcb: acknowledge them
+// now or delay the ACK (lwip_acks.cc).
+void softrdma_lwip_data_ack(struct tcp_pcb* pcb, u16_t len);
 
 #ifdef __cplusplus
 }

@@ -342,8 +342,21 @@ int Stack::run_io(TransportImpl* runner) {
     ++offered;
   }
   offers_.clear();
+  if (burst_acks_) ack_bursts();  // after the owners' replies, which carry them
   io_runner_ = nullptr;
   return offered;
+}
+
+// The one ACK for the burst of segments a connection took in this pass
+// (lwip_acks.cc), unless a reply sent while its owner took them carried it.
+void Stack::ack_bursts() {
+  burst_acks_ = false;
+  for (Conn* c : acks_) {
+    if (!std::exchange(c->ack_burst_, false)) continue;
+    if (c->released_ || c->pcb_ == nullptr || !(c->pcb_->flags & TF_ACK_DELAY)) continue;
+    tcp_ack_now(c->pcb_);
+    tcp_output(c->pcb_);
+  }
 }
 
 // Delayed ACKs still pending when the owner polls again after a poll that
@@ -352,7 +365,8 @@ int Stack::run_io(TransportImpl* runner) {
 // piggyback them on a reply, from its callback or right after poll()
 // returns; flushing at the end of the poll that received the data instead
 // cost a pure ACK per round trip (+0.45 us on the 64 B ping-pong over the
-// pipe) and gained nothing in bulk transfers (lwIP ACKs every 2nd segment).
+// pipe). A burst of segments is acknowledged at the end of its pass
+// (ack_bursts).
 void Stack::flush_acks(TransportImpl* owner) {
   // In place: tcp_output never calls back into want_ack.
   size_t keep = 0;

@@ -192,6 +192,10 @@ class Conn final : public StreamConn {
   // may go out alone (Stack::flush_acks): the one after the poll that
   // returned with them delivered.
   uint64_t ack_from_poll_ = 0;
+  // In-order octets received since lwIP last sent an ACK, and whether the
+  // ACK is due at the end of this pass (lwip_acks.cc).
+  uint32_t unacked_ = 0;
+  bool ack_burst_ = false;
   bool in_offers_ = false;
   bool announced_ = false;  // the owner has had on_accept / on_connected
 
@@ -255,6 +259,10 @@ class Stack {
   void flush_links();
   void flush_acks(TransportImpl* owner);
   bool acks_pending() const { return acks_hint_.load(std::memory_order_relaxed); }
+  // A connection took a burst of segments in this pass: its ACK goes out at
+  // the pass's end (lwip_acks.cc).
+  void want_burst_ack() { burst_acks_ = true; }
+  void ack_bursts();
   void want_work(Conn* c);
   void want_retry(Conn* c);
   void want_ack(Conn* c);
@@ -321,6 +329,7 @@ class Stack {
   std::vector<Conn*> acks_;
   std::vector<Conn*> offers_;  // received into this pass, for the runner's owner
   std::atomic<bool> acks_hint_{false};
+  bool burst_acks_ = false;  // some connection of acks_ wants its ACK at this pass's end
   std::unordered_map<Conn*, std::unique_ptr<Conn>> lingering_;
   std::atomic<bool> fd_mode_{false};
   TransportImpl* io_runner_ = nullptr;

@@ -213,6 +213,9 @@
 #define LWIP_HOOK_TCP_FIND_ACTIVE(sport, dport, src, dest, idx) \
   softrdma_lwip_find_active((sport), (dport), (src), (dest), (idx))
 #define LWIP_HOOK_TCP_FOUND_ACTIVE(pcb) softrdma_lwip_found_active(pcb)
+// In-order data is acknowledged by softrdma_lwip_data_ack (lwip_acks.cc):
+// one ACK per received burst instead of one per second segment.
+#define LWIP_HOOK_TCP_DATA_ACK(pcb, len) softrdma_lwip_data_ack((pcb), (len))
 #define LWIP_TCP_PCB_NUM_EXT_ARGS 1
 // Netif hints: lwIP remembers each pcb's ARP entry, and the transport reads
 // the hint pointer in linkoutput to find the sending pcb (lwIP counts no

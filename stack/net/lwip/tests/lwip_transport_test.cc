@@ -3,7 +3,8 @@
 // stack/tests/transport_contract_test.cc): traffic routed out of each
 // address's own link without copies, segment-sized FPDUs, listen rules,
 // event ownership between transports and the listen backlog, loopback to
-// our own address, link removal and waiting on wait_fd(). Losses, pools and
+// our own address, link removal, waiting on wait_fd() and one ACK per
+// received burst. Losses, pools and
 // faults: lwip_fault_test.cc.
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -49,6 +50,34 @@ TEST_F(LwipTest, StreamsLeaveByTheirOwnLinkUncopied) {
   EXPECT_GE(tx_bytes(w.link[0]) - a_bytes, bytes);
   EXPECT_GE(tx_bytes(w.link[1]) - b_bytes, bytes);
   EXPECT_GE(LwipStack::get().counters().tx_lent - lent, 2 * bytes / 1460);
+  release_pair();
+}
+
+// A bulk receiver acknowledges once per burst of frames (lwip_acks.cc), not
+// every second segment as lwIP does by itself: the reverse direction carries
+// a small fraction of the data direction's frames, and every byte arrives.
+TEST_F(LwipTest, BulkReceiveAcknowledgesPerBurst) {
+  const Wire& w = main_wire();
+  connect_pair();
+  const size_t bytes = 8 << 20;
+  const std::vector<uint8_t> data = random_bytes(bytes, 11);
+  Sink at_b{&data};
+  rb_.read_hook = [&](StreamConn* c) { at_b.drain(c); };
+  const uint64_t segs0 = tx_packets(w.link[0]), acks0 = tx_packets(w.link[1]);
+  std::mt19937 rng(3);
+  size_t sent = 0;
+  const auto end = Clock::now() + LwipPipeHarness::kDeadline;
+  while (at_b.received < bytes && Clock::now() < end) {
+    send_random_chunks(client_, data, &sent, rng, max_chunk());
+    poll_both();
+    at_b.drain(server_);
+  }
+  rb_.read_hook = nullptr;
+  ASSERT_EQ(at_b.received, bytes);
+  const uint64_t segs = tx_packets(w.link[0]) - segs0, acks = tx_packets(w.link[1]) - acks0;
+  EXPECT_GE(segs, bytes / 1460);
+  EXPECT_GE(acks, 1u);
+  EXPECT_LE(acks * 4, segs) << acks << " frames back for " << segs << " data frames";
   release_pair();
 }
 
