@@ -205,7 +205,7 @@ int Engine::post_recv(Qp* qp, const RecvWr& wr) {
   return qp->post_recv(wr);
 }
 
-// No engine lock: the CQ has its own (see cq.h).
+// The process lock only when there is something to pop (see cq.h).
 int Engine::poll_cq(Cq* cq, Wc* wc, int n) {
   if (cq->size() == 0) return 0;  // the common empty poll takes no lock
   ApiLock g(this);
