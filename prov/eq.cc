@@ -1,7 +1,10 @@
 // Event queues: CM events (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN) and errors
 // (rejects with the peer's private data, unreachable peers, broken streams).
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "prov/prov.h"
 
@@ -84,13 +87,22 @@ ssize_t eq_sread(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeout,
   }
 }
 
-const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) {
-  static thread_local char tmp[128];
+// A connect's unreachable error also names the settings that routed it,
+// when the user's settings did (a configured port).
+const char* eq_strerror(fid_eq* f, int prov_errno, const void*, char* buf, size_t len) {
+  static thread_local char tmp[256];
   if (!buf) {
     buf = tmp;
     len = sizeof(tmp);
   }
-  return prov_errno_string(prov_errno, buf, len);
+  prov_errno_string(prov_errno, buf, len);
+  if (prov_errno == -ENETUNREACH || prov_errno == -EHOSTUNREACH) {
+    const auto& engine = from_fid<Eq>(f)->core().engine;
+    const std::string why = engine ? engine->unreachable_why(prov_errno) : std::string();
+    const size_t at = std::strlen(buf);
+    if (!why.empty() && at < len) std::snprintf(buf + at, len - at, ": %s", why.c_str());
+  }
+  return buf;
 }
 
 int eq_control(fid* f, int command, void* arg) {

@@ -136,6 +136,11 @@ class Engine : private net::TransportEvents, private iwarp::QpOwner {
   // needs it then fails with -ENODEV.
   bool ok() const { return transport_ != nullptr; }
   const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
+  // The settings behind a connect's -ENETUNREACH or -EHOSTUNREACH, for
+  // its error text (net::Transport::unreachable_why); "" when none.
+  std::string unreachable_why(int err) const {
+    return transport_ ? transport_->unreachable_why(err) : std::string();
+  }
 
   // --- verbs ---
   Pd* alloc_pd();

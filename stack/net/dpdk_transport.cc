@@ -398,6 +398,11 @@ class DpdkTransport : public Transport {
  public:
   DpdkTransport(std::unique_ptr<Transport> inner, Mesh* mesh, in_addr self)
       : inner_(std::move(inner)), mesh_(mesh), self_(self) {}
+  // A port the user configured: its settings, for unreachable_why.
+  DpdkTransport(std::unique_ptr<Transport> inner, const DpdkTransportConfig& port)
+      : DpdkTransport(std::move(inner), nullptr, port.addr) {
+    port_ = port;
+  }
   ~DpdkTransport() override {
     if (mesh_)
       for (auto& [l, port] : published_) mesh_->withdraw(port);
@@ -602,6 +607,30 @@ class DpdkTransport : public Transport {
     return 0;
   }
 
+  // On a configured port, routing is the user's settings alone: the
+  // address's network, the gateway, and the neighbours on the link.
+  std::string unreachable_why(int err) const override {
+    if (!port_) return {};
+    using settings::Id;
+    char addr[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &port_->addr, addr, sizeof(addr));
+    ::inet_ntop(AF_INET, &port_->gateway, gw, sizeof(gw));
+    const std::string own = settings::env_name(settings::setting(Id::kAddr)) + "=" + addr + "/" +
+                            std::to_string(port_->prefix);
+    const std::string gw_name = settings::env_name(settings::setting(Id::kGateway));
+    if (err == -ENETUNREACH) {
+      return "the address is outside " + own + " and " +
+             (port_->gateway.s_addr ? gw_name + "=" + gw + " is not on it"
+                                    : gw_name + " is not set");
+    }
+    if (err == -EHOSTUNREACH) {
+      return "no neighbour answered on the port " +
+             settings::env_name(settings::setting(Id::kDevargs)) + "=" + port_->devargs +
+             " (" + own + ")";
+    }
+    return {};
+  }
+
   static int host_route(const HostIface& h, in_addr dest, std::string* err) {
     int rc = HostPath::route_via_gateway(h, dest);
     if (rc < 0) *err = "route via the gateway of " + h.name + ": " + std::strerror(-rc);
@@ -618,6 +647,7 @@ class DpdkTransport : public Transport {
   std::map<Listener*, uint16_t> published_;
   std::map<Listener*, std::vector<HostClaim>> host_listeners_;
   std::map<StreamConn*, HostClaim> host_conns_;
+  std::optional<DpdkTransportConfig> port_;
 };
 
 }  // namespace
@@ -638,8 +668,7 @@ DpdkTransportConfig DpdkTransportConfig::from_env() {
 std::unique_ptr<Transport> make_dpdk_transport(const DpdkTransportConfig& cfg) {
   if (!cfg.devargs.empty()) {
     if (!open_configured_port(cfg)) return nullptr;
-    return std::make_unique<DpdkTransport>(make_lwip_transport({.source = cfg.addr}), nullptr,
-                                           cfg.addr);
+    return std::make_unique<DpdkTransport>(make_lwip_transport({.source = cfg.addr}), cfg);
   }
   Mesh* mesh = Mesh::get(cfg.mtu ? cfg.mtu : 9000);
   if (!mesh) return nullptr;

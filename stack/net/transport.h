@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "stack/counters.h"
 
@@ -152,6 +153,10 @@ class Transport {
   // lock (big_lock.h). The owner must outlive the transport. Transports that
   // offer only from their own poll() ignore it.
   virtual void set_receiver(TransportEvents* /*owner*/) {}
+  // For a connect that failed with err (-ENETUNREACH, -EHOSTUNREACH): the
+  // user's settings that decided it (a configured port's address, network
+  // and gateway), so the error can name them; empty when none did.
+  virtual std::string unreachable_why(int /*err*/) const { return {}; }
 };
 
 std::unique_ptr<Transport> make_kernel_tcp_transport();
