@@ -1,9 +1,11 @@
 // A process's memif socket on the embedded mesh is reached only by the
 // processes of its own user: it is a file in the private run directory
 // (0700), not an abstract name, which any local user could connect to and
-// speak memif's control protocol on. Another local user (made by the test,
-// root only) cannot even connect; this user can, and is greeted by DPDK's
-// memif HELLO, so the socket is the live one.
+// speak memif's control protocol on. The victim is this test process, a
+// root libfabric application listening through the provider. Another local
+// user (made by the test) cannot even connect; this user can, and is
+// greeted by DPDK's memif HELLO, so the socket is the live one. Over
+// kernel TCP there is no memif socket at all.
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -23,11 +25,18 @@
 #include <memory>
 #include <string>
 
-#include "stack/net/dpdk_transport.h"
+#include "fi-tests/fi_test.h"
 #include "stack/tests/local_user.h"
 
-namespace softrdma::net {
+namespace fit {
 namespace {
+
+using softrdma::test::LocalUser;
+
+bool over_mesh() {
+  const char* t = std::getenv("FI_SOFTRDMA_TRANSPORT");
+  return t == nullptr || std::string(t) == "dpdk";
+}
 
 constexpr const char* kOther = "srdmamemifpeer";
 
@@ -55,7 +64,7 @@ int try_connect(const std::string& path, ssize_t* hello) {
 }
 
 // try_connect in a child process, as uid/gid if given; the child's result.
-int connect_as(const test::LocalUser* user, const std::string& path, ssize_t* hello) {
+int connect_as(const LocalUser* user, const std::string& path, ssize_t* hello) {
   int pipefd[2];
   if (::pipe(pipefd) != 0) return -errno;
   const pid_t child = ::fork();
@@ -83,19 +92,27 @@ int connect_as(const test::LocalUser* user, const std::string& path, ssize_t* he
 
 TEST(MemifPrivate, OnlyThisUserReachesAProcesssMemifSocket) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to make the other user";
-  test::LocalUser other(kOther);
+  LocalUser other(kOther);
   ASSERT_TRUE(other.ok()) << "useradd failed";
   char tmpl[] = "/tmp/softrdma-memif-test-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   ::setenv("FI_SOFTRDMA_RUNDIR", dir.c_str(), 1);
-  ::unsetenv("FI_SOFTRDMA_DEVARGS");
 
-  // The mesh opens its memif socket as it starts.
-  std::unique_ptr<Transport> t = make_dpdk_transport(DpdkTransportConfig::from_env());
-  ASSERT_NE(t, nullptr);
+  // A listening application: the mesh opened its memif socket as it started.
+  Fabric f;
+  f.listen();
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   const std::string path = dir + "/" + std::to_string(::getpid()) + ".memif";
   struct stat st{};
+  if (!over_mesh()) {
+    EXPECT_NE(::lstat(path.c_str(), &st), 0) << "kernel TCP made " << path;
+    EXPECT_EQ(connect_as(&other, "@softrdma-" + std::to_string(::getpid()), nullptr),
+              -ECONNREFUSED);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return;
+  }
   ASSERT_EQ(::lstat(path.c_str(), &st), 0) << path;
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
 
@@ -119,4 +136,4 @@ TEST(MemifPrivate, OnlyThisUserReachesAProcesssMemifSocket) {
 }
 
 }  // namespace
-}  // namespace softrdma::net
+}  // namespace fit
