@@ -165,6 +165,10 @@ class FaultLink final : public ForwardingLink {
   bool trusted_checksums() const override {
     return rates_.corrupt == 0 && inner_->trusted_checksums();
   }
+  // A corrupt frame is dropped by the receiver's checksum: a loss as well.
+  bool lossless() const override {
+    return rates_.drop == 0 && rates_.corrupt == 0 && rates_.reset == 0 && inner_->lossless();
+  }
 
   FaultCounters counters_now() const {
     return {dropped_.load(), duplicated_.load(), reordered_.load(), corrupted_.load(),

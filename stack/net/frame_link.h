@@ -65,6 +65,10 @@ class FrameLink {
   // True when frames cannot be corrupted between the two stacks (memif,
   // shared memory) or the NIC checks checksums: the stack may skip them.
   virtual bool trusted_checksums() const = 0;
+  // True when the link loses no frame between the two stacks (shared memory
+  // that pushes back when full): a retransmission timeout there is spurious
+  // unless the peer stopped, so TCP may wait longer before it resends.
+  virtual bool lossless() const { return false; }
   // An fd that polls readable when frames arrive (interrupt mode), or -1.
   virtual int rx_wait_fd() { return -1; }
   virtual void rx_wait_arm() {}
@@ -93,6 +97,7 @@ class ForwardingLink : public FrameLink {
   uint32_t mtu() const override { return inner_->mtu(); }
   bool link_up() const override { return inner_->link_up(); }
   bool trusted_checksums() const override { return inner_->trusted_checksums(); }
+  bool lossless() const override { return inner_->lossless(); }
   int rx_wait_fd() override { return inner_->rx_wait_fd(); }
   void rx_wait_arm() override { inner_->rx_wait_arm(); }
   const std::string& name() const override { return inner_->name(); }

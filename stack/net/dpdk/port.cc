@@ -303,7 +303,7 @@ bool DpdkPortImpl::configure(const PortOptions& o, std::string* why) {
   constexpr uint64_t kRxCsum =
       RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
   if (memif) {
-    trusted_ = true;  // shared memory between two stacks: nothing corrupts frames
+    trusted_ = lossless_ = true;  // shared memory between two stacks: nothing corrupts frames
   } else if ((info.rx_offload_capa & kRxCsum) == kRxCsum) {
     conf.rxmode.offloads |= kRxCsum;
     trusted_ = check_csum_ = true;

@@ -56,6 +56,7 @@ class DpdkPortImpl final : public DpdkPort {
     return up;
   }
   bool trusted_checksums() const override { return trusted_; }
+  bool lossless() const override { return lossless_; }
   int rx_wait_fd() override { return intr_fd_; }
   void rx_wait_arm() override;
   const std::string& name() const override { return name_; }
@@ -95,6 +96,7 @@ class DpdkPortImpl final : public DpdkPort {
   uint32_t max_tx_frame_ = 0;  // mtu + Ethernet header + a VLAN tag
   uint16_t burst_ = 32;
   bool trusted_ = false;
+  bool lossless_ = false;  // memif: a full ring holds frames back (tx_flush)
   bool check_csum_ = false;  // drop frames the NIC flags as bad
   bool memif_ = false;
   bool lends_ = false;  // the driver copies frames out inside tx_burst

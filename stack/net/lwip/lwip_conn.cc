@@ -125,6 +125,10 @@ void Conn::cache_endpoints() {
   // The MSS lwIP settled on (peer's option, bounded by the outgoing link's
   // MTU): iWARP sizes its FPDUs to it.
   max_segment_ = tcp_mss(pcb_);
+  const struct netif* nif = ip_route(&pcb_->local_ip, &pcb_->remote_ip);
+  // Our links' netifs only: lwIP's loopback has no Link.
+  lossless_ = nif != nullptr && nif->linkoutput == &Stack::link_output &&
+              static_cast<const Link*>(nif->state)->lossless;
 }
 
 void Conn::notify(EvKind kind, int err) {

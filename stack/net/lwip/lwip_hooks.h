@@ -30,6 +30,9 @@ void softrdma_lwip_found_active(struct tcp_pcb* pcb);
 // tcp_receive took len octets of in-order data for pcb: acknowledge them
 // now or delay the ACK (lwip_acks.cc).
 void softrdma_lwip_data_ack(struct tcp_pcb* pcb, u16_t len);
+// The retransmission timeout an ACK sets (tcp_in.c as patched): lwIP's
+// estimate, with a floor on lossless links (lwip_links.cc).
+s16_t softrdma_lwip_rto(const struct tcp_pcb* pcb);
 
 #ifdef __cplusplus
 }

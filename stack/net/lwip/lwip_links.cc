@@ -75,6 +75,7 @@ int Stack::add_link(std::unique_ptr<FrameLink> port, in_addr ip, in_addr mask, i
   bool skip = opt.checksums == LinkChecksums::kNone ||
               (opt.checksums == LinkChecksums::kAuto && l->port->trusted_checksums());
   l->checksum_flags = skip ? NETIF_CHECKSUM_DISABLE_ALL : NETIF_CHECKSUM_ENABLE_ALL;
+  l->lossless = l->port->lossless();
   ip4_addr_t a, m, g;
   ip4_addr_set_u32(&a, ip.s_addr);
   ip4_addr_set_u32(&m, mask.s_addr);
@@ -269,4 +270,19 @@ extern "C" struct netif* softrdma_lwip_route(const ip4_addr_t* src, const ip4_ad
 
 extern "C" const ip4_addr_t* softrdma_lwip_next_hop(struct netif* netif, const ip4_addr_t* dest) {
   return softrdma::net::lwip_impl::g_stack->next_hop(netif, dest);
+}
+
+// lwIP's RTO is its estimator's, whose floor is ~3 slow ticks (60 ms).
+// Thousands of connections' operations queued in two processes make the
+// round trip approach that, and the timer then fires on segments in flight
+// and resends whole windows. On a link that loses nothing the floor is
+// Linux's TCP_RTO_MIN (200 ms); on one that may lose frames, lwIP's own,
+// which recovers a lost lone segment sooner.
+// A pcb's arg is its Conn from ESTABLISHED on (its listener's before).
+extern "C" s16_t softrdma_lwip_rto(const struct tcp_pcb* pcb) {
+  constexpr int kLosslessFloorTicks = 200 / TCP_SLOW_INTERVAL;
+  const int rto = (pcb->sa >> 3) + pcb->sv;
+  const auto* c = static_cast<const softrdma::net::lwip_impl::Conn*>(pcb->callback_arg);
+  if (pcb->state == SYN_RCVD || c == nullptr || !c->lossless_) return static_cast<s16_t>(rto);
+  return static_cast<s16_t>(std::max(rto, kLosslessFloorTicks));
 }

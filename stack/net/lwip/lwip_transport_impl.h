@@ -98,6 +98,7 @@ struct Link {
   struct netif nif {};
   uint32_t ip = 0;  // network byte order
   uint16_t checksum_flags = NETIF_CHECKSUM_ENABLE_ALL;
+  bool lossless = false;  // FrameLink::lossless(): the RTO floor is higher
   int wait_fd = -1;
   bool dirty = false;    // frames committed since the last tx_flush
   bool removed = false;  // netif gone; waiting for lent frames to return
@@ -214,6 +215,7 @@ class Conn final : public StreamConn {
   bool snd_max_valid_ = false;
 
   size_t max_segment_ = 536;  // TCP's default MSS, until lwIP settles on one
+  bool lossless_ = false;     // its route's link loses no frame (softrdma_lwip_rto)
   sockaddr_in local_{};
   sockaddr_in peer_{};
 };

@@ -216,6 +216,8 @@
 // In-order data is acknowledged by softrdma_lwip_data_ack (lwip_acks.cc):
 // one ACK per received burst instead of one per second segment.
 #define LWIP_HOOK_TCP_DATA_ACK(pcb, len) softrdma_lwip_data_ack((pcb), (len))
+// The RTO an ACK sets: lwIP's estimate, with a floor on lossless links.
+#define LWIP_HOOK_TCP_RTO(pcb) softrdma_lwip_rto(pcb)
 #define LWIP_TCP_PCB_NUM_EXT_ARGS 1
 // Netif hints: lwIP remembers each pcb's ARP entry, and the transport reads
 // the hint pointer in linkoutput to find the sending pcb (lwIP counts no
