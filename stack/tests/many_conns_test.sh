@@ -8,7 +8,8 @@
 # fell to a hundredth: two processes each waiting on the other's full ring).
 # The memif mesh loses no frame, so TCP must not resend either: at most one
 # segment in 2000 (with lwIP's own 60 ms RTO floor the timer fired on
-# thousands of segments still in flight, 0.1-0.9 % of them). The ratio itself is bench/conns_bench.sh's figure.
+# thousands of segments still in flight, 0.1-0.9 % of them). The ratio
+# itself is bench/conns_bench.sh's figure.
 #
 # usage: many_conns_test.sh <path-to-srdma_soak> [seconds, default 8]
 # Needs root (DPDK). Fails, never skips, without it.

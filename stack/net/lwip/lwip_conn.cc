@@ -128,7 +128,7 @@ void Conn::cache_endpoints() {
   const struct netif* nif = ip_route(&pcb_->local_ip, &pcb_->remote_ip);
   // Our links' netifs only: lwIP's loopback has no Link.
   lossless_ = nif != nullptr && nif->linkoutput == &Stack::link_output &&
-              static_cast<const Link*>(nif->state)->lossless;
+              static_cast<const Link*>(nif->state)->port->lossless();
 }
 
 void Conn::notify(EvKind kind, int err) {

@@ -98,7 +98,6 @@ struct Link {
   struct netif nif {};
   uint32_t ip = 0;  // network byte order
   uint16_t checksum_flags = NETIF_CHECKSUM_ENABLE_ALL;
-  bool lossless = false;  // FrameLink::lossless(): the RTO floor is higher
   int wait_fd = -1;
   bool dirty = false;    // frames committed since the last tx_flush
   bool removed = false;  // netif gone; waiting for lent frames to return
