@@ -3,10 +3,10 @@
 # scan found; and whose in-order data is acknowledged by our policy
 # (lwip_acks.cc) instead of lwIP's every second segment, with slow start
 # growing by what each ACK covers, and whose RTO comes from a hook (lwIP's
-# estimate with a floor on lossless links). Stops the build if the source is
-# not the text this expects.
+# estimate with a floor on lossless links).
+include(${CMAKE_CURRENT_LIST_DIR}/patch_lwip.cmake)
+
 function(softrdma_patch_tcp_in src out)
-  file(READ "${src}" text)
   set(scan_at "  prev = NULL;\n\n  for (pcb = tcp_active_pcbs; pcb != NULL; pcb = pcb->next) {")
   set(scan_new "  prev = NULL;\n\n  pcb = LWIP_HOOK_TCP_FIND_ACTIVE(tcphdr->src, tcphdr->dest, ip_current_src_addr(),\n                                 ip_current_dest_addr(), netif_get_index(ip_data.current_input_netif));\n  if (pcb == NULL)\n  for (pcb = tcp_active_pcbs; pcb != NULL; pcb = pcb->next) {")
   set(hit_at "      LWIP_ASSERT(\"tcp_input: pcb->next != pcb (after cache)\", pcb->next != pcb);\n      break;")
@@ -21,17 +21,5 @@ function(softrdma_patch_tcp_in src out)
   # Where an ACK of new data resets the RTO, and where an RTT sample sets it.
   set(rto_at "pcb->rto = (s16_t)((pcb->sa >> 3) + pcb->sv);")
   set(rto_new "pcb->rto = LWIP_HOOK_TCP_RTO(pcb);")
-  foreach(anchor scan_at hit_at ack_at abc_at rto_at)
-    string(FIND "${text}" "${${anchor}}" at)
-    if(at EQUAL -1)
-      message(FATAL_ERROR "${src}: not lwIP 2.1.3's tcp_input (no ${anchor} text to patch)")
-    endif()
-  endforeach()
-  string(REPLACE "${scan_at}" "${scan_new}" text "${text}")
-  string(REPLACE "${hit_at}" "${hit_new}" text "${text}")
-  string(REPLACE "${ack_at}" "${ack_new}" text "${text}")
-  string(REPLACE "${abc_at}" "${abc_new}" text "${text}")
-  string(REPLACE "${rto_at}" "${rto_new}" text "${text}")
-  file(WRITE "${out}.new" "${text}")
-  configure_file("${out}.new" "${out}" COPYONLY)  # touched only when it changes
+  softrdma_patch_lwip("${src}" "${out}" scan hit ack abc rto)
 endfunction()

@@ -155,6 +155,51 @@ TEST_F(LwipTest, LinkOutOfBuffersStillDelivers) {
   e.release();
 }
 
+// A lost segment that fast retransmit puts back as the unsent queue's only
+// segment, while later ones wait for their ACK, stays there when the link
+// refuses its frame. Bytes written meanwhile must not be appended to it:
+// they would go out under sequence numbers the later segments carry.
+TEST_F(LwipTest, RetransmissionHeldByTheLinkTakesNoNewBytes) {
+  Wire w = add_wire("10.0.5.1", "10.0.5.2", wire_options());
+  Endpoints e;
+  ASSERT_NO_FATAL_FAILURE(e.connect("10.0.5.1", "10.0.5.2"));
+  const std::vector<uint8_t> data = random_bytes(1000 + 4 * 100 + 3000, 41);
+  Sink sink{&data};
+  e.rb.read_hook = [&](StreamConn* x) { sink.drain(x); };
+  size_t sent = 0;
+  auto send = [&](size_t n) {
+    iovec iov{const_cast<uint8_t*>(data.data() + sent), n};
+    ASSERT_EQ(e.c->tx_send(&iov, 1, n), 0);
+    e.c->tx_flush();
+    sent += n;
+  };
+  // A (1000 B, less than an MSS) is lost; four small segments follow it,
+  // each drawing a duplicate ACK.
+  w.end[0]->drop_next(1);
+  ASSERT_NO_FATAL_FAILURE(send(1000));
+  for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(send(100));
+  // The sender takes the duplicate ACKs while its link is full: A goes
+  // back to the unsent queue and stays there.
+  w.end[0]->set_tx_full(true);
+  const uint64_t refused = LwipStack::get().counters().tx_no_buffer;
+  ASSERT_TRUE(poll_until([&] {
+    e.poll();
+    return LwipStack::get().counters().tx_no_buffer > refused;
+  }));
+  const uint64_t retx = LwipStack::get().counters().tcp_retransmits;
+  ASSERT_NO_FATAL_FAILURE(send(3000));
+  w.end[0]->set_tx_full(false);
+  ASSERT_TRUE(poll_until([&] {
+    e.poll();
+    sink.drain(e.s);
+    return sink.received == data.size() || HasFatalFailure();
+  }));
+  EXPECT_EQ(sink.received, data.size());
+  EXPECT_GT(LwipStack::get().counters().tcp_retransmits, retx);
+  e.rb.read_hook = nullptr;
+  e.release();
+}
+
 // Loss, duplication, reordering and corruption (caught by checksums) on a
 // second wire: data still arrives intact both ways.
 TEST_F(LwipTest, FaultInjectionBothWays) {

@@ -138,7 +138,7 @@ class PipeLink final : public FrameLink {
   uint8_t* tx_begin(uint32_t len, void** handle) override {
     std::lock_guard g(core_->mu);
     uint32_t s;
-    if (len > core_->opt_.mtu + 14 || !core_->alloc(&s)) {
+    if (tx_full_ || len > core_->opt_.mtu + 14 || !core_->alloc(&s)) {
       ctr_.tx_dropped++;
       return nullptr;
     }
@@ -160,7 +160,7 @@ class PipeLink final : public FrameLink {
     std::lock_guard g(core_->mu);
     if (!core_->opt_.lend || len > core_->opt_.mtu + 14) return 0;
     uint32_t s;
-    if (!core_->alloc(&s)) {
+    if (tx_full_ || !core_->alloc(&s)) {
       ctr_.tx_dropped++;
       return -ENOBUFS;
     }
@@ -211,6 +211,11 @@ class PipeLink final : public FrameLink {
   void drop_next(int n) {
     std::lock_guard g(core_->mu);
     drop_next_ = n;
+  }
+  // While full, this end refuses every frame as if out of buffers.
+  void set_tx_full(bool full) {
+    std::lock_guard g(core_->mu);
+    tx_full_ = full;
   }
   void set_link_up(bool up) { up_ = up; }
   void set_trusted(bool t) { trusted_ = t; }
@@ -310,6 +315,7 @@ class PipeLink final : public FrameLink {
   PipeFaults faults_;
   std::mt19937_64 rng_{1};
   int drop_next_ = 0;
+  bool tx_full_ = false;
   PipeFaultCounts fc_;
   LinkCounters ctr_;
 };
