@@ -18,8 +18,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 // Busy polling for this long after the last frame: a reply usually comes
-// back within it, and a wake-up costs more than the spin.
-constexpr auto kSpin = std::chrono::microseconds(20);
+// back within it, and a wake-up costs more than the spin. It must cover a
+// round trip through the peer host's switch and rank on a busy host (tens of
+// microseconds): with a shorter window the switch sleeps between a request
+// and its reply, and every frame pays a wake-up. Linux suggests the same
+// 50 us for its own busy polling (net.core.busy_poll).
+constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr int kControlEvery = 1024;  // passes between control checks while busy
 // The longest sleep; without an AF_XDP socket to wait on (never expected)
 // or while NIC frames wait for a rank, the shorter one.
