@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # fi_pingpong across two namespace hosts on a bridge (the hosts of
 # fi-tests/hosts_test.sh: kernel address on each host's one veth, nothing
-# configured), softrdma's host path (af_xdp) against the tcp provider, -e msg
-# and -e rdm (softrdma;ofi_rxm against tcp;ofi_rxm), side by side in one run
-# on the same veths: R rounds, each running every (provider, size) once,
-# interleaved; medians and spread per cell. softrdma runs two ways: through
-# softrdma-switch on each host with the processes as nobody ("switch"
-# rows, as users run it), and as root processes that open the NIC
-# themselves ("root" rows); the switch's CPU time per message is reported.
+# configured), softrdma's host path against the tcp provider, -e msg and
+# -e rdm (softrdma;ofi_rxm against tcp;ofi_rxm), side by side in one run on
+# the same veths: R rounds, each running every (provider, size) once,
+# interleaved; medians and spread per cell. softrdma runs four ways: through
+# softrdma-switch on each host with the processes as nobody ("switch" rows,
+# as users run it), or as root processes that open the NIC themselves
+# ("root"); either over a packet socket with the kernel's offloads (the
+# default) or over AF_XDP ("-xdp" rows, FI_SOFTRDMA_NIC=af_xdp). The
+# switches' CPU time per message is reported.
 # usage: hosts_bench.sh <dir with libsoftrdma-fi.so> <softrdma-switch> [rounds (5)]
 #                       [iterations at 8 B (2000)] [iterations at 1 MiB (100)]
 # Needs root. mtu=N sets every link's MTU (default 1500).
@@ -22,19 +24,30 @@ switch=$(cd "$(dirname "$switch_prog")" && pwd)/$(basename "$switch_prog")
 # shellcheck source=fi-tests/hosts_lib.sh
 source "$here/../fi-tests/hosts_lib.sh"
 
-# Switches up (how=switch: ranks as nobody) or down (how=root).
-switches_up=0
+# Switches up (how=switch: ranks as nobody; switch-xdp: the switches over
+# AF_XDP) or down (how=root, root-xdp).
+switches_up=""
 use() {
-  local i
-  if [[ $1 == switch ]] && ((!switches_up)); then
-    for ((i = 0; i < nhosts; ++i)); do start_switch "$i"; done
-    switches_up=1
-  elif [[ $1 != switch ]] && ((switches_up)); then
-    for ((i = 0; i < nhosts; ++i)); do stop_switch "$i"; done
-    switches_up=0
+  local i want=""
+  [[ $1 == switch* ]] && want=$1
+  if [[ $want != "$switches_up" ]]; then
+    if [[ -n $switches_up ]]; then
+      for ((i = 0; i < nhosts; ++i)); do stop_switch "$i"; done
+    fi
+    nic=""
+    [[ $want == switch-xdp ]] && nic=af_xdp
+    if [[ -n $want ]]; then
+      for ((i = 0; i < nhosts; ++i)); do start_switch "$i"; done
+    fi
+    switches_up=$want
   fi
   run_as=on_host
-  [[ $1 == switch ]] && run_as=as_user
+  [[ $1 == switch* ]] && run_as=as_user
+  [[ $1 == root-xdp ]] && run_as=on_host_xdp
+}
+on_host_xdp() {
+  local i=$1; shift
+  on_host "$i" env FI_SOFTRDMA_NIC=af_xdp "$@"
 }
 switch_ticks() {  # both switches' CPU time so far, in clock ticks
   local i t=0 p
@@ -47,8 +60,10 @@ switch_ticks() {  # both switches' CPU time so far, in clock ticks
 
 results=$tmp/results  # label size usec_per_xfer MB_per_s
 swcpu=$tmp/switch_cpu  # size ticks messages
-configs=("switch softrdma msg" "root softrdma msg" "- tcp msg"
-         "switch softrdma;ofi_rxm rdm" "root softrdma;ofi_rxm rdm" "- tcp;ofi_rxm rdm")
+configs=("switch softrdma msg" "switch-xdp softrdma msg" "root softrdma msg"
+         "root-xdp softrdma msg" "- tcp msg"
+         "switch softrdma;ofi_rxm rdm" "switch-xdp softrdma;ofi_rxm rdm" "root softrdma;ofi_rxm rdm"
+         "root-xdp softrdma;ofi_rxm rdm" "- tcp;ofi_rxm rdm")
 label_of() { if [[ $1 == - ]]; then echo "$2"; else echo "$2($1)"; fi; }
 labels=()
 for c in "${configs[@]}"; do
@@ -69,7 +84,7 @@ for r in $(seq "$rounds"); do
         # The client's result line: bytes #sent #ack total time MB/sec usec/xfer ...
         awk -v p="$label" -v s="$size" '$2 ~ /^[0-9]/ && NF >= 8 { print p, s, $7, $6 }' \
           "$tmp/$name.cli" >>"$results"
-        [[ $how == switch && $p == softrdma ]] && echo "$size $(($(switch_ticks) - t0)) $((2 * n))" >>"$swcpu"
+        [[ $how == switch* && $p == softrdma ]] && echo "$how $size $(($(switch_ticks) - t0)) $((2 * n))" >>"$swcpu"
       else
         echo "round $r: $label $size failed:"; cat "$tmp/$name.cli"
         echo "$label $size fail fail" >>"$results"
@@ -78,7 +93,7 @@ for r in $(seq "$rounds"); do
   done
 done
 echo "fi_pingpong across namespace hosts, MTU $mtu, $rounds rounds (8 B: -I $small, 1 MiB: -I $big)"
-printf '%-24s %-8s %-28s %-28s %s\n' provider size "usec/xfer median [min-max]" "MB/s median [min-max]" failed
+printf '%-28s %-8s %-28s %-28s %s\n' provider size "usec/xfer median [min-max]" "MB/s median [min-max]" failed
 for p in "${labels[@]}"; do
   for size in 8 1048576; do
     awk -v p="$p" -v s="$size" 'BEGIN { n = 0; f = 0 }
@@ -89,10 +104,10 @@ for p in "${labels[@]}"; do
         return k % 2 ? a[int(k / 2)] : (a[k / 2 - 1] + a[k / 2]) / 2
       }
       END {
-        if (!n) { printf "%-24s %-8s %-28s %-28s %d\n", p, s, "-", "-", f; exit }
+        if (!n) { printf "%-28s %-8s %-28s %-28s %d\n", p, s, "-", "-", f; exit }
         mu = med(u, n); lo = u[0]; hi = u[n - 1]
         mm = med(m, n); mlo = m[0]; mhi = m[n - 1]
-        printf "%-24s %-8s %-28s %-28s %d\n", p, s, sprintf("%.2f [%.2f-%.2f]", mu, lo, hi),
+        printf "%-28s %-8s %-28s %-28s %d\n", p, s, sprintf("%.2f [%.2f-%.2f]", mu, lo, hi),
                sprintf("%.2f [%.2f-%.2f]", mm, mlo, mhi), f
       }' "$results"
   done
@@ -100,6 +115,7 @@ done
 # The switches' CPU (both hosts together) per message of softrdma -e msg
 # through them, all rounds summed.
 hz=$(getconf CLK_TCK)
-awk -v hz="$hz" '{ t[$1] += $2; m[$1] += $3 }
-  END { for (s in t) printf "switch CPU, -e msg %s B: %.2f us per message (both switches, %d messages)\n",
-                             s, t[s] * 1e6 / hz / m[s], m[s] }' "$swcpu"
+awk -v hz="$hz" '{ k = $1 " " $2; t[k] += $3; m[k] += $4 }
+  END { for (k in t) { split(k, w, " ")
+          printf "%s CPU, -e msg %s B: %.2f us per message (both switches, %d messages)\n",
+                 w[1], w[2], t[k] * 1e6 / hz / m[k], m[k] } }' "$swcpu"

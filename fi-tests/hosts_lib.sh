@@ -4,7 +4,8 @@
 # bench/hosts_bench.sh, mpi-tests/hosts_mpi_test.sh). The administrator's
 # one set-up step per host is either the mark on the interface (mark=1, the
 # default: root processes open the NIC themselves) or a running
-# softrdma-switch (switch=<program>: start_switch; the processes then run as
+# softrdma-switch (switch=<program>: start_switch, with FI_SOFTRDMA_NIC=$nic
+# when nic is set; the processes then run as
 # an ordinary user, nobody, with as_user). Sets hosts, addr, iface, tmp,
 # on_host, as_user, run_pingpong, start_switch and stop_switch; removes
 # everything it made at exit. Needs root and $prov (the provider's
@@ -88,6 +89,34 @@ as_user() {
   on_host "$i" setpriv --reuid=65534 --regid=65534 --clear-groups \
     env XDG_RUNTIME_DIR=/run/user/65534 "$@"
 }
+# Which path frames took on host i. bypassed: frames that reached softrdma
+# so far: the XDP program's redirects (nic=af_xdp), or, over a packet
+# socket (the default), what the interface received less what the kernel's
+# TCP took (softrdma's tcx program keeps its frames from the kernel).
+# frame_payload: the payload octets a full frame of that path carries (a
+# packet socket's segments are 64 KiB, less 52 octets of IPv4 and TCP
+# headers with timestamps). out_segs: the kernel's TCP segments sent.
+via=packet
+[[ ${nic:-} == af_xdp ]] && via=xdp
+frame_payload=$((65000 - 52))
+[[ $via == xdp ]] && frame_payload=$((mtu - 52))
+tcp_count() {  # host counter
+  # shellcheck disable=SC2016  # awk's $ fields
+  ip netns exec "${hosts[$1]}" awk -v c="$2" '
+    $1 == "Tcp:" && !hdr { for (i = 2; i <= NF; ++i) col[$i] = i; hdr = 1; next }
+    $1 == "Tcp:" && hdr { print $col[c]; exit }' /proc/net/snmp
+}
+out_segs() { tcp_count "$1" OutSegs; }
+bypassed() {
+  if [[ $via == xdp ]]; then
+    ip netns exec "${hosts[$1]}" ethtool -S "$iface" |
+      awk -F': *' '/rx_queue_[0-9]+_xdp_redirect/ { n += $2 } END { print n + 0 }'
+  else
+    echo $(($(ip netns exec "${hosts[$1]}" cat "/sys/class/net/$iface/statistics/rx_packets") -
+            $(tcp_count "$1" InSegs)))
+  fi
+}
+
 # The program ranks run through (run_pingpong): on_host, or as_user when
 # switches serve the hosts.
 run_as=on_host
@@ -99,7 +128,7 @@ run_as=on_host
 start_switch() {
   local i=$1
   [[ -x $switch ]] || fail "no switch program $switch"
-  on_host "$i" "$switch" "$iface" >>"$tmp/switch$i.log" 2>&1 &
+  on_host "$i" env ${nic:+FI_SOFTRDMA_NIC=$nic} "$switch" "$iface" >>"$tmp/switch$i.log" 2>&1 &
   for _ in $(seq 100); do
     [[ -S $tmp/run$i/softrdma-switch/$iface.ctl ]] && return 0
     sleep 0.1

@@ -77,7 +77,7 @@ grep -q "(uid 65534) attached" "$tmp/switch0.log" && ! grep -q "(uid 0) attached
 # --- another local user at the control socket ----------------------------------
 as_user 0 /usr/bin/python3 -c '
 import socket, struct, sys
-for msg in (b"garbage", struct.pack("<IIIiH", 0x53525357, 1, 3, 0, 80) + bytes(26)):
+for msg in (b"garbage", struct.pack("<IIIiH", 0x53525357, 2, 3, 0, 80) + bytes(30)):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(sys.argv[1]); s.send(msg); s.settimeout(2)
     try:
@@ -92,8 +92,8 @@ grep -q "malformed request; dropped" "$tmp/switch0.log" && grep -q "out of turn;
 # given (and let go when the user leaves).
 as_user 0 /usr/bin/python3 -c '
 import array, socket, struct, sys
-MSG = "<IIIiH6sIIIII"  # switch_proto.h: Msg
-def msg(op, port=0): return struct.pack(MSG, 0x53525357, 1, op, 0, port, bytes(6), 0, 0, 0, 0, 0)
+MSG = "<IIIiH6sIIIIII"  # switch_proto.h: Msg
+def msg(op, port=0): return struct.pack(MSG, 0x53525357, 2, op, 0, port, bytes(6), 0, 0, 0, 0, 0, 0)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1]); s.settimeout(5)
 s.send(msg(1))

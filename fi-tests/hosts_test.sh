@@ -9,15 +9,19 @@
 # The one set-up step is the administrator's: the mark on each interface
 # (`ip link set dev IF alias softrdma`, see README "Across hosts"; root
 # processes), or, given a switch program, softrdma-switch started on each
-# host (every fi_pingpong then runs as the user nobody).
+# host (every fi_pingpong then runs as the user nobody). Whichever opens
+# the NIC uses a packet socket, or with nic=af_xdp an AF_XDP port
+# (FI_SOFTRDMA_NIC, given to the switch or to each process).
 #
 # Asserts, for -e msg at 8 B, 64 KiB and 1 MiB with data checks (-c), and
 # -e rdm through softrdma;ofi_rxm:
 #  - both ends pass;
 #  - the data took the bypass path: each interface's XDP program redirected
 #    (ethtool -S: rx_queue_0_xdp_redirect) at least the frames the payload
-#    needs, while each host's kernel TCP (/proc/net/snmp OutSegs) sent far
-#    fewer segments than that (its out-of-band socket only);
+#    needs (over af_packet: frames the interface received that the kernel's
+#    TCP did not, /proc/net/snmp InSegs, in segments of up to 64 KiB), while
+#    each host's kernel TCP (OutSegs) sent far fewer segments than that
+#    (its out-of-band socket only);
 #  - the kernel's own TCP on another port (an echo server in A, as ssh
 #    would be) answers B throughout.
 # With two hosts, the link between them goes down for 3 s mid-run and the
@@ -31,7 +35,7 @@
 # Everything it creates (namespaces, bridge, veths, temp dir) goes at exit.
 # With mtu=N (hosts_lib.sh) above 1500, large messages must also have
 # crossed in fewer frames than 1500-octet links need (jumbo frames used).
-# usage: [mtu=N] hosts_test.sh <dir with libsoftrdma-fi.so> [iterations] [hosts (2)]
+# usage: [mtu=N] [nic=af_xdp] hosts_test.sh <dir with libsoftrdma-fi.so> [iterations] [hosts (2)]
 #                             [softrdma-switch srdma_soak]
 # Needs root. Fails, never skips.
 set -uo pipefail
@@ -45,20 +49,21 @@ mark=1
 [[ -z $switch || -x $soak ]] || { echo "hosts_test: with a switch, give srdma_soak too" >&2; exit 2; }
 fail() { echo "hosts_test: FAIL: $*" >&2; exit 1; }
 
+nic=${nic:-}  # unset: the default (af_packet)
+[[ -z $nic || $nic == af_packet || $nic == af_xdp ]] || fail "nic is af_packet or af_xdp, not $nic"
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=fi-tests/hosts_lib.sh
 source "$here/hosts_lib.sh"
-
-redirected() {  # host: frames its XDP program sent to softrdma so far
-  ip netns exec "${hosts[$1]}" ethtool -S "$iface" |
-    awk -F': *' '/rx_queue_[0-9]+_xdp_redirect/ { n += $2 } END { print n + 0 }'
-}
-out_segs() {  # host: the kernel's TCP segments sent so far
-  # shellcheck disable=SC2016  # awk's $ fields
-  ip netns exec "${hosts[$1]}" awk '
-    $1 == "Tcp:" && !hdr { for (i = 2; i <= NF; ++i) col[$i] = i; hdr = 1; next }
-    $1 == "Tcp:" && hdr { print $col["OutSegs"]; exit }' /proc/net/snmp
-}
+# The NIC is a packet socket (the default) or an AF_XDP port (nic=af_xdp),
+# in the switch (which hosts_lib.sh starts with FI_SOFTRDMA_NIC=$nic) or in
+# each process.
+if [[ -z $switch && $nic == af_xdp ]]; then
+  on_host_xdp() {
+    local i=$1; shift
+    on_host "$i" env FI_SOFTRDMA_NIC=af_xdp "$@"
+  }
+  run_as=on_host_xdp
+fi
 
 # The kernel's own TCP on A (ssh's stand-in): an echo server, asked by B
 # every 0.2 s while the runs go on.
@@ -93,30 +98,31 @@ fi
 pingpong() {
   local name=$1 p=$2 ep=$3 size=$4 n=$5 a=$6 b=$7
   local r0 r1 s0 s1
-  r0=$(redirected "$a") r1=$(redirected "$b") s0=$(out_segs "$a") s1=$(out_segs "$b")
+  r0=$(bypassed "$a") r1=$(bypassed "$b") s0=$(out_segs "$a") s1=$(out_segs "$b")
   local ok=1
   run_pingpong "$name" "$p" "$ep" "$size" "$n" 240 "$a" "$b" || ok=0
   echo "--- $name: client"; cat "$tmp/$name.cli"; echo "--- $name: server"; cat "$tmp/$name.srv"
   ((ok)) || fail "$name: fi_pingpong -p '$p' -e $ep -S $size from host $b to host $a"
-  # Each way: n messages of size (ofi_rxm adds little); a full frame carries
-  # the MTU less 52 octets of headers (IPv4, TCP with timestamps).
-  local bytes=$((n * size)) need
-  need=$((bytes / (mtu - 52)))
-  local dr0=$(($(redirected "$a") - r0)) dr1=$(($(redirected "$b") - r1))
+  # Each way: n messages of size (ofi_rxm adds little) in frames of
+  # frame_payload octets; the kernel's TCP would need MTU-sized segments.
+  local bytes=$((n * size)) need kneed
+  need=$((bytes / frame_payload))
+  kneed=$((bytes / (mtu - 52)))
+  local dr0=$(($(bypassed "$a") - r0)) dr1=$(($(bypassed "$b") - r1))
   local ds0=$(($(out_segs "$a") - s0)) ds1=$(($(out_segs "$b") - s1))
   local A=${letters:a:1} B=${letters:b:1}
-  echo "$name: XDP redirected $A=$dr0 $B=$dr1 frames (payload needs >= $need); kernel TCP OutSegs $A=$ds0 $B=$ds1"
+  echo "$name: bypass ($via) $A=$dr0 $B=$dr1 frames (payload needs >= $need); kernel TCP OutSegs $A=$ds0 $B=$ds1"
   ((dr0 >= need && dr1 >= need && dr0 >= n && dr1 >= n)) ||
     fail "$name: the bypass path carried too few frames ($A $dr0, $B $dr1; payload needs $need)"
   # Jumbo links: fewer frames than 1500-octet ones would need, even with an
   # ACK for every data frame.
-  if ((mtu > 1500 && need > 1000)); then
+  if ((mtu > 1500 && need > 1000)) && [[ $via == xdp ]]; then
     ((dr0 < bytes / (1500 - 52) && dr1 < bytes / (1500 - 52))) ||
       fail "$name: $A $dr0 / $B $dr1 frames for $bytes B: the MTU of $mtu was not used"
   fi
   # The out-of-band socket's few segments per run, and the echo's 5 a second.
-  if ((need > 1000)); then
-    ((ds0 < need / 10 && ds1 < need / 10)) ||
+  if ((kneed > 1000)); then
+    ((ds0 < kneed / 10 && ds1 < kneed / 10)) ||
       fail "$name: kernel TCP sent $ds0 ($A) / $ds1 ($B) segments: the payload went through the kernel"
   fi
 }

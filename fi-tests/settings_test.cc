@@ -90,7 +90,7 @@ TEST_F(Settings, ListedWithWhatTheyTakeAndTheirDefaults) {
   int count = 0;
   ASSERT_EQ(fi_getparams(&params, &count), 0);
   int ours = 0;
-  std::string threading, crc, mtu, unexpected;
+  std::string threading, crc, mtu, unexpected, nic;
   for (int i = 0; i < count; ++i) {
     const std::string name = params[i].name;
     if (name.rfind("FI_SOFTRDMA_", 0) != 0) continue;
@@ -108,9 +108,11 @@ TEST_F(Settings, ListedWithWhatTheyTakeAndTheirDefaults) {
       mtu = params[i].help_string;
     }
     if (name == "FI_SOFTRDMA_UNEXPECTED_BYTES") unexpected = params[i].help_string;
+    if (name == "FI_SOFTRDMA_NIC") nic = params[i].help_string;
   }
   fi_freeparams(params);
-  EXPECT_EQ(ours, 26);
+  EXPECT_EQ(ours, 27);
+  EXPECT_NE(nic.find("Takes one of af_xdp|af_packet; default af_packet"), std::string::npos) << nic;
   EXPECT_NE(threading.find("Takes one of c1|c2|c3; default c2"), std::string::npos) << threading;
   EXPECT_NE(crc.find("Default 1"), std::string::npos) << crc;
   EXPECT_NE(mtu.find("Takes an integer in 68..65385"), std::string::npos) << mtu;

@@ -31,7 +31,8 @@ deb=$(ls "$tmp"/softrdma_*.deb 2>/dev/null | head -1)
 provdir=$(pkg-config --variable=libdir libfabric)/libfabric
 contents=$(dpkg-deb -c "$deb")
 unit=/usr/lib/systemd/system/softrdma-switch@.service
-for f in "$provdir/libsoftrdma-fi.so" "${provdir%/*}/softrdma/xdp_steer.bpf.o" /usr/bin/srdma_perf /usr/bin/srdma_soak \
+for f in "$provdir/libsoftrdma-fi.so" "${provdir%/*}/softrdma/xdp_steer.bpf.o" \
+         "${provdir%/*}/softrdma/tc_steer.bpf.o" /usr/bin/srdma_perf /usr/bin/srdma_soak \
          /usr/sbin/softrdma-switch "$unit" \
          /usr/include/softrdma/fi_ext_softrdma.h /usr/share/openmpi/amca-param-sets/softrdma; do
   grep -q " \.$f\$" <<<"$contents" || fail "$f not in the package"
@@ -89,7 +90,7 @@ fi
 
 # Across two namespace hosts with what the package installed, as users run
 # it: the installed softrdma-switch on each host (it loads the package's
-# XDP program, outside any build tree), ranks as nobody.
+# BPF programs, outside any build tree), ranks as nobody.
 here=$(cd "$(dirname "$0")" && pwd)
 bash "$here/../fi-tests/hosts_test.sh" "$provdir" 200 2 /usr/sbin/softrdma-switch /usr/bin/srdma_soak \
   >"$tmp/hosts.log" 2>&1 \
@@ -99,5 +100,6 @@ dpkg -r softrdma >/dev/null 2>&1 || fail "dpkg -r"
 [[ ! -e $provdir/libsoftrdma-fi.so ]] || fail "the provider stayed after dpkg -r"
 [[ ! -e /usr/bin/srdma_perf ]] || fail "srdma_perf stayed after dpkg -r"
 [[ ! -e /usr/sbin/softrdma-switch && ! -e $unit ]] || fail "the switch stayed after dpkg -r"
-[[ ! -e ${provdir%/*}/softrdma/xdp_steer.bpf.o ]] || fail "the XDP program stayed after dpkg -r"
+[[ ! -e ${provdir%/*}/softrdma/xdp_steer.bpf.o && ! -e ${provdir%/*}/softrdma/tc_steer.bpf.o ]] ||
+  fail "the BPF programs stayed after dpkg -r"
 echo "package_test: $(basename "$deb") built, installed, used (fi_pingpong -c, srdma_perf, mpirun --tune softrdma, fi_pingpong across hosts through the switch), removed"

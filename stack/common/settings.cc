@@ -104,6 +104,11 @@ constexpr Setting kSettings[] = {
     {.id = Id::kUnexpectedMsgs, .name = "unexpected_msgs", .type = Type::kInt, .dflt = "256",
      .help = "Per connection: Sends held until a receive is posted (see unexpected_bytes)",
      .min = 0, .max = kMaxQueue},
+    {.id = Id::kNic, .name = "nic", .type = Type::kChoice, .dflt = "af_packet",
+     .help = "How softrdma-switch, or a root process where none runs, opens a host "
+             "interface: af_packet (64 KiB TCP segments through the kernel's segmentation and "
+             "checksum offloads) or af_xdp (XDP steering, frames up to the MTU)",
+     .choices = "af_xdp|af_packet"},
 };
 
 constexpr bool in_id_order() {

@@ -54,6 +54,7 @@ enum class Id : uint8_t {
   kStats,
   kUnexpectedBytes,
   kUnexpectedMsgs,
+  kNic,
   kCount,
 };
 

@@ -57,7 +57,7 @@ class SelfLink : public FrameLink {
   void tx_commit(void*, uint32_t) override {}
   void tx_flush() override {}
   const uint8_t* mac() const override { return mac_; }
-  uint32_t mtu() const override { return 65000; }
+  uint32_t mtu() const override { return 9000; }  // lwIP's loopback: the mesh's MSS
   bool link_up() const override { return true; }
   bool trusted_checksums() const override { return true; }
   const std::string& name() const override { return name_; }

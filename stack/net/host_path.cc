@@ -12,6 +12,7 @@
 #include <set>
 #include <utility>
 
+#include "stack/common/settings.h"
 #include "stack/net/fault_link.h"
 #include "stack/net/kernel_arp_link.h"
 #include "stack/net/lwip/lwip_transport.h"
@@ -29,7 +30,7 @@ namespace {
 struct Link {
   HostIface iface;
   int id = -1;
-  std::unique_ptr<XdpSteer> steer;
+  std::unique_ptr<PortSteer> steer;
   std::unique_ptr<SwitchSession> sw;
 };
 
@@ -84,18 +85,24 @@ int open_locked(const HostIface& iface, std::string* error,
   Link l;
   l.iface = iface;
   std::unique_ptr<FrameLink> port;
+  LwipLinkOptions lo;
+  lo.checksums = LinkChecksums::kFull;
   if (switch_serves(iface.name) || ::geteuid() != 0) {
     l.sw = SwitchSession::attach(iface.name, error, answer_ms);
     if (!l.sw) return -ENETUNREACH;
     port = l.sw->take_link();
+    if (l.sw->tcp_offloaded()) lo.checksums = LinkChecksums::kTcpByLink;
   } else {
+    const NicKind kind = settings::get_choice(settings::Id::kNic) == 0 ? NicKind::kAfXdp
+                                                                       : NicKind::kPacket;
     NicPort nic;
-    if (int rc = open_nic_port(iface, &nic, error); rc < 0) return rc;
+    if (int rc = open_nic_port(iface, kind, &nic, error); rc < 0) return rc;
     port = std::move(nic.port);
     l.steer = std::move(nic.steer);
+    // A wire: frames can be damaged. The packet socket's TCP checksums
+    // are the kernel's or the NIC's.
+    if (kind == NicKind::kPacket) lo.checksums = LinkChecksums::kTcpByLink;
   }
-  LwipLinkOptions lo;
-  lo.checksums = LinkChecksums::kFull;  // a wire: frames can be damaged
   l.id = LwipStack::get().add_link(
       with_kernel_arp(with_env_decorators(std::move(port)), iface.name), iface.addr,
       netmask_of(iface.prefix), iface.gateway, lo);

@@ -1,8 +1,9 @@
 // The host path: lwIP on one of the host's own interfaces, answering on
 // the kernel's address of that interface. The kernel keeps the interface
 // (ARP, ICMP, its own TCP); the TCP ports lwIP uses are held in the kernel
-// (port_reserve.h) and steered to softrdma by its XDP program
-// (dpdk/xdp_steer.h). The NIC's af_xdp port (nic_port.h) is either this
+// (port_reserve.h) and steered to softrdma by its BPF programs (a packet
+// socket's filter and tcx program, dpdk/tc_steer.h, or the XDP program of an
+// af_xdp port, dpdk/xdp_steer.h). The NIC (nic_port.h) is either this
 // process's own (root, no switch on the interface) or softrdma-switch's,
 // reached through shared memory (switch/switch_link.h): the way for every
 // unprivileged process, many per host.

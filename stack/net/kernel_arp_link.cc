@@ -38,6 +38,13 @@ class KernelArpLink final : public ForwardingLink {
     return p;
   }
 
+  // Lent frames are lwIP's TCP segments; an ARP request takes the copy
+  // path, where tx_commit sees it.
+  int tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) override {
+    if (len >= 14 && be16(frame + 12) == kEthArp) return 0;
+    return inner_->tx_lend(frame, len, done, ctx);
+  }
+
   // lwIP's ARP requests still go out (the peer's kernel learns us), and the
   // kernel is asked too; its answer comes back through rx_burst.
   void tx_commit(void* handle, uint32_t len) override {

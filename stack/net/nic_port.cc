@@ -10,6 +10,9 @@
 #include <set>
 
 #include "stack/net/dpdk/port.h"
+#include "stack/net/dpdk/tc_steer.h"
+#include "stack/net/dpdk/xdp_steer.h"
+#include "stack/net/packet_link.h"
 
 namespace softrdma::net {
 
@@ -55,7 +58,30 @@ uint32_t iface_mtu(const std::string& ifname) {
   return (f >> mtu) && mtu >= 576 ? mtu : 1500;
 }
 
-int open_nic_port(const HostIface& iface, NicPort* out, std::string* error) {
+namespace {
+
+int open_packet_port(const HostIface& iface, NicPort* out, std::string* error) {
+  const std::string where = "af_packet on " + iface.name + ": ";
+  // An XDP program a dead af_xdp process left would still take our ports'
+  // frames (and veth segments what passes an XDP program).
+  if (int rc = XdpSteer::clear_stale(iface.index, iface.name, error); rc < 0) {
+    *error = where + *error;
+    return rc;
+  }
+  std::unique_ptr<TcSteer> steer = TcSteer::attach(iface.index, iface.name, error);
+  if (!steer) {
+    *error = where + *error;
+    return -ENODEV;
+  }
+  std::unique_ptr<PacketLink> link = open_packet_link(iface, iface_mtu(iface.name), steer->socket_filter(), error);
+  if (!link) return -ENODEV;
+  out->fd = link->fd();
+  out->port = std::move(link);
+  out->steer = std::move(steer);
+  return 0;
+}
+
+int open_xdp_port(const HostIface& iface, NicPort* out, std::string* error) {
   const std::string where = "af_xdp on " + iface.name;
   // An AF_XDP socket receives only its own queue's frames, and a port here
   // has one queue: a redirect from any other queue would be lost.
@@ -89,18 +115,26 @@ int open_nic_port(const HostIface& iface, NicPort* out, std::string* error) {
     return -ENODEV;
   }
   for (int fd : xdp_sockets())
-    if (!before.count(fd)) n.xsk_fd = fd;
-  n.steer = XdpSteer::find(iface.index, iface.name, &why);
-  if (!n.steer) {
+    if (!before.count(fd)) n.fd = fd;
+  std::unique_ptr<XdpSteer> steer = XdpSteer::find(iface.index, iface.name, &why);
+  if (!steer) {
     *error = where + ": " + why;
     return -ENODEV;
   }
-  if (int rc = n.steer->set_owner(); rc < 0) {
+  if (int rc = steer->set_owner(); rc < 0) {
     *error = where + ": XDP owner map: " + std::strerror(-rc);
     return rc;
   }
+  n.steer = std::move(steer);
   *out = std::move(n);
   return 0;
+}
+
+}  // namespace
+
+int open_nic_port(const HostIface& iface, NicKind kind, NicPort* out, std::string* error) {
+  return kind == NicKind::kPacket ? open_packet_port(iface, out, error)
+                                  : open_xdp_port(iface, out, error);
 }
 
 }  // namespace softrdma::net

@@ -15,19 +15,14 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "steer_ports.bpf.h"
+
 struct {
   __uint(type, BPF_MAP_TYPE_XSKMAP);
   __uint(max_entries, 64);
   __type(key, __u32);    // rx queue
   __type(value, __u32);  // AF_XDP socket
 } xsks_map SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 65536);
-  __type(key, __u16);  // TCP port, network byte order
-  __type(value, __u8);
-} softrdma_ports SEC(".maps");
 
 // [0]: the pid of the process serving the interface (a later one finds
 // the program a crashed process left attached, owner gone, and replaces it);

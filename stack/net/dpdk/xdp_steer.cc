@@ -75,21 +75,7 @@ bool alive(uint32_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0
 }  // namespace
 
 const char* xdp_steer_program() {
-  // The build's own copy while we run from the build tree (tests, the demo
-  // before install), or when nothing is installed; the installed one
-  // otherwise. Paths compared resolved: the provider may be loaded by a
-  // relative FI_PROVIDER_PATH.
-  Dl_info info{};
-  bool from_build = false;
-  if (::dladdr(reinterpret_cast<void*>(&xdp_steer_program), &info) != 0 && info.dli_fname) {
-    char* lib = ::realpath(info.dli_fname, nullptr);
-    char* tree = ::realpath(SOFTRDMA_BUILD_TREE, nullptr);
-    from_build = lib && tree && std::string_view(lib).starts_with(std::string(tree) + "/");
-    std::free(lib);
-    std::free(tree);
-  }
-  if (from_build || ::access(SOFTRDMA_XDP_PROG_INSTALLED, R_OK) != 0) return SOFTRDMA_XDP_PROG;
-  return SOFTRDMA_XDP_PROG_INSTALLED;
+  return bpf_object_path(SOFTRDMA_XDP_PROG, SOFTRDMA_XDP_PROG_INSTALLED);
 }
 
 int XdpSteer::clear_stale(int ifindex, const std::string& ifname, std::string* error) {
@@ -138,20 +124,6 @@ int XdpSteer::set_owner() {
   return bpf_map_update_elem(owner_fd_, &key, &pid, BPF_ANY) == 0 ? 0 : -errno;
 }
 
-XdpSteer::~XdpSteer() {
-  ::close(map_fd_);
-  ::close(owner_fd_);
-}
-
-int XdpSteer::add(uint16_t port) {
-  const uint16_t key = htons(port);
-  const uint8_t on = 1;
-  return bpf_map_update_elem(map_fd_, &key, &on, BPF_ANY) == 0 ? 0 : -errno;
-}
-
-int XdpSteer::remove(uint16_t port) {
-  const uint16_t key = htons(port);
-  return bpf_map_delete_elem(map_fd_, &key) == 0 || errno == ENOENT ? 0 : -errno;
-}
+XdpSteer::~XdpSteer() { ::close(owner_fd_); }
 
 }  // namespace softrdma::net

@@ -7,12 +7,14 @@
 #include <memory>
 #include <string>
 
+#include "stack/net/dpdk/port_steer.h"
+
 namespace softrdma::net {
 
 // Where the build put the compiled program (DPDK's af_xdp xdp_prog= devarg).
 const char* xdp_steer_program();
 
-class XdpSteer {
+class XdpSteer final : public PortSteer {
  public:
   // The map of the program DPDK attached to ifindex; null with the reason in
   // *error (e.g. "no XDP program on veth0").
@@ -22,20 +24,13 @@ class XdpSteer {
   // it there (a crash, or an exit that closed no port); a live owner's
   // stays. 0, or -errno with the reason in *error.
   static int clear_stale(int ifindex, const std::string& ifname, std::string* error);
-  ~XdpSteer();
+  ~XdpSteer() override;
 
   // Records this process as the interface's owner (see clear_stale).
   int set_owner();
-  XdpSteer(const XdpSteer&) = delete;
-  XdpSteer& operator=(const XdpSteer&) = delete;
-
-  // port in host byte order; 0 or -errno.
-  int add(uint16_t port);
-  int remove(uint16_t port);
 
  private:
-  XdpSteer(int map_fd, int owner_fd) : map_fd_(map_fd), owner_fd_(owner_fd) {}
-  int map_fd_;
+  XdpSteer(int map_fd, int owner_fd) : PortSteer(map_fd), owner_fd_(owner_fd) {}
   int owner_fd_;
 };
 

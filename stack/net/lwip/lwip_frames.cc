@@ -32,7 +32,11 @@ constexpr size_t kPbufOverhead =
     LWIP_MEM_ALIGN_SIZE(LWIP_MEM_ALIGN_SIZE(sizeof(struct pbuf)) + PBUF_TRANSPORT_HLEN +
                         PBUF_IP_HLEN + PBUF_LINK_HLEN + PBUF_LINK_ENCAPSULATION_HLEN);
 static_assert(kPbufOverhead + LWIP_MEM_ALIGN_SIZE(1460) <= 1544, "lwippools.h: 1544 class");
-static_assert(kPbufOverhead + LWIP_MEM_ALIGN_SIZE(TCP_MSS) <= 9040, "lwippools.h: 9040 class");
+static_assert(kPbufOverhead + LWIP_MEM_ALIGN_SIZE(8960) <= 9040, "lwippools.h: 9040 class");
+static_assert(kPbufOverhead + LWIP_MEM_ALIGN_SIZE(TCP_MSS) <= 65040, "lwippools.h: 65040 class");
+// init.c's checks that still apply (lwipopts.h turns them off).
+static_assert(TCP_SND_QUEUELEN <= MEMP_NUM_TCP_SEG && TCP_SND_BUF >= 2 * TCP_MSS &&
+              TCP_SND_QUEUELEN >= 2 * (TCP_SND_BUF / TCP_MSS) && TCP_SNDLOWAT < TCP_SND_BUF);
 
 void Stack::input(Link* l, const RxFrame& f) {
   if (f.len < SIZEOF_ETH_HDR || f.len > 0xFFFF || f.priv == nullptr ||

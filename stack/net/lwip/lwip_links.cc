@@ -75,6 +75,8 @@ int Stack::add_link(std::unique_ptr<FrameLink> port, in_addr ip, in_addr mask, i
   bool skip = opt.checksums == LinkChecksums::kNone ||
               (opt.checksums == LinkChecksums::kAuto && l->port->trusted_checksums());
   l->checksum_flags = skip ? NETIF_CHECKSUM_DISABLE_ALL : NETIF_CHECKSUM_ENABLE_ALL;
+  if (opt.checksums == LinkChecksums::kTcpByLink)
+    l->checksum_flags = NETIF_CHECKSUM_ENABLE_ALL & ~(NETIF_CHECKSUM_GEN_TCP | NETIF_CHECKSUM_CHECK_TCP);
   ip4_addr_t a, m, g;
   ip4_addr_set_u32(&a, ip.s_addr);
   ip4_addr_set_u32(&m, mask.s_addr);

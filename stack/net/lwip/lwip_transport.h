@@ -46,6 +46,7 @@ enum class LinkChecksums : uint8_t {
   kAuto,  // kNone when the link reports trusted_checksums(), else kFull
   kFull,  // generate on transmit, verify on receive
   kNone,  // neither: for links whose far end is another SoftRDMA stack (memif)
+  kTcpByLink,  // IP and ICMP as kFull; the link takes TCP's both ways (offloads)
 };
 
 struct LwipLinkOptions {

@@ -80,10 +80,11 @@
 // --- TCP segment size -----------------------------------------------------------
 // TCP_MSS is the compile-time ceiling; the MSS actually used is bounded at
 // run time by the outgoing netif's MTU (TCP_CALCULATE_EFF_SEND_MSS) and the
-// peer's MSS option, so one build serves 1500-byte links (MSS 1460) and
-// 9000-byte jumbo links (MSS 8960). lwIP clamps the peer's MSS to TCP_MSS, so
-// a 1460 ceiling would waste jumbo links (prototype finding 3(d)).
-#define TCP_MSS 8960
+// peer's MSS option, so one build serves 1500-byte links (MSS 1460),
+// 9000-byte jumbo links and the memif mesh (MSS 8960), and the packet link,
+// whose kernel cuts 64 KiB segments to the wire (packet_link.h: MTU 65000,
+// MSS 64960). lwIP clamps the peer's MSS to TCP_MSS.
+#define TCP_MSS 64960
 #define TCP_CALCULATE_EFF_SEND_MSS 1
 
 // --- Windows and send buffer ------------------------------------------------------
@@ -108,6 +109,10 @@
 // them: the default (TCP_SND_BUF / 2) trips "#error TCP_SNDLOWAT must at least
 // be 4*MSS below u16_t overflow" once TCP_SND_BUF exceeds 64 KiB.
 #define TCP_SNDLOWAT (2 * TCP_MSS + 1)
+// init.c's TCP checks assume a 16-bit send buffer ("TCP_SNDLOWAT must be
+// 4*MSS below u16_t overflow" fails for any MSS over 16 KiB); the ones that
+// still apply are static_asserts in lwip_frames.cc.
+#define LWIP_DISABLE_TCP_SANITY_CHECKS 1
 #define TCP_SNDQUEUELOWAT 16
 // TCP_OVERSIZE = MSS: each new segment gets a pbuf of a full (run-time) MSS,
 // so consecutive small tcp_write calls (FPDU header, payload, CRC) fill one

@@ -1,9 +1,11 @@
-// softrdma-switch: one root process per host interface owns its NIC (the
-// af_xdp port with softrdma's XDP program, nic_port.h) for every softrdma
-// process on the host, so that ranks run as ordinary users, many per host.
+// softrdma-switch: one root process per host interface owns its NIC (a
+// packet socket with the kernel's offloads, or an af_xdp port: nic_port.h)
+// for every softrdma process on the host, so that ranks run as ordinary
+// users, many per host.
 // A rank attaches over the control socket (switch_proto.h) and exchanges
 // frames with the switch through two rings in shared memory (frame_ring.h);
-// the switch holds each rank's TCP ports in the kernel and in the XDP map.
+// the switch holds each rank's TCP ports in the kernel and in the BPF
+// program's map.
 //
 // Forwarding (switch_datapath.cc): from the NIC to the rank holding the TCP
 // destination port; from a rank to the NIC only TCP frames from the
@@ -81,7 +83,7 @@ class Switch {
   HostIface iface_;
   NicPort nic_;
   uint8_t mac_[6]{};
-  uint32_t mtu_ = 1500, slots_ = 1024, slot_size_ = 0;
+  uint32_t mtu_ = 1500, slots_ = 1024, slot_size_ = 0, offloads_ = 0;
   int ctl_ = -1, ep_ = -1;
   uint16_t unprivileged_start_ = 1024;
   std::vector<std::unique_ptr<Rank>> ranks_;

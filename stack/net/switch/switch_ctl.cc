@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "stack/common/settings.h"
 #include "stack/net/switch/switch.h"
 
 namespace softrdma::net::sw {
@@ -23,7 +24,9 @@ namespace softrdma::net::sw {
 namespace {
 
 constexpr size_t kMaxRanks = 1024;
-constexpr uint32_t kSlots = 1024;
+// Frames per ring: MTU-sized slots, or (packet socket) 64 KiB ones, fewer:
+// 16 MiB a ring, its pages touched only as frames fill them.
+constexpr uint32_t kSlots = 1024, kSegmentSlots = 256;
 
 uint16_t unprivileged_port_start() {
   std::ifstream f("/proc/sys/net/ipv4/ip_unprivileged_port_start");
@@ -102,11 +105,14 @@ int Switch::open(const std::string& ifname, std::string* error) {
     return -ENODEV;
   }
   iface_ = *h;
-  if (int rc = open_nic_port(iface_, &nic_, error); rc < 0) return rc;
+  const NicKind kind = settings::get_choice(settings::Id::kNic) == 0 ? NicKind::kAfXdp
+                                                                     : NicKind::kPacket;
+  if (int rc = open_nic_port(iface_, kind, &nic_, error); rc < 0) return rc;
   std::memcpy(mac_, nic_.port->mac(), 6);
   mtu_ = nic_.port->mtu();
   slot_size_ = (mtu_ + 18 + 63) & ~63u;
-  slots_ = kSlots;
+  slots_ = kind == NicKind::kPacket ? kSegmentSlots : kSlots;
+  offloads_ = kind == NicKind::kPacket ? kOffloadTcp : 0;
   unprivileged_start_ = unprivileged_port_start();
 
   // The directory is root's: only the switch can place its socket there.
@@ -133,7 +139,7 @@ int Switch::open(const std::string& ifname, std::string* error) {
   }
   ep_ = ::epoll_create1(EPOLL_CLOEXEC);
   watch(ep_, ctl_, kTagCtl);
-  if (nic_.xsk_fd >= 0) watch(ep_, nic_.xsk_fd, kTagNic);
+  if (nic_.fd >= 0) watch(ep_, nic_.fd, kTagNic);
   return 0;
 }
 
@@ -192,6 +198,7 @@ void Switch::serve(Rank* r) {
     reply.mtu = mtu_;
     reply.slots = slots_;
     reply.slot_size = slot_size_;
+    reply.offloads = offloads_;
     const int fds[3] = {memfd, r->kick_switch, r->kick_rank};
     int rc = send_with_fds(r->ctl, reply, fds, 3);
     ::close(memfd);

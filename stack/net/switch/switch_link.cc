@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "stack/net/frame_pool.h"
 #include "stack/net/switch/frame_ring.h"
 
 namespace softrdma::net {
@@ -62,6 +63,7 @@ struct SwitchSession::Shared {
   std::atomic<bool> up{true};
   uint8_t mac[6]{};
   uint32_t mtu = 0;
+  uint32_t offloads = 0;
   std::string name;
   ~Shared() {
     if (base != MAP_FAILED) ::munmap(base, bytes);
@@ -79,11 +81,12 @@ class SwitchLink final : public FrameLink {
  public:
   explicit SwitchLink(std::shared_ptr<SwitchSession::Shared> s) : s_(std::move(s)) {
     // lwIP keeps frames until their bytes are placed (and out-of-order ones
-    // longer): about 16 MB of them, as a port's pool would hold.
-    const uint32_t n = static_cast<uint32_t>(
-        std::clamp<size_t>((16u << 20) / stride(), kMinBuffers, kMaxBuffers));
-    bufs_.resize(size_t{n} * stride());
-    for (uint32_t i = 0; i < n; ++i) free_.push_back(bufs_.data() + size_t{i} * stride());
+    // longer): about 16 MB of each size, as a port's pool would hold. Ring
+    // slots of 64 KiB segments get small buffers for small frames too.
+    const size_t slot = kFramePrivSize + ((s_->to_rank->slot_size() + 63) & ~size_t{63});
+    const size_t small = std::min(slot, kFramePrivSize + kSmallFrame);
+    small_.init(small, std::clamp<size_t>((16u << 20) / small, kMinBuffers, kMaxBuffers));
+    if (slot > small) big_.init(slot, std::clamp<size_t>((16u << 20) / slot, 256, kMaxBuffers));
   }
 
   int rx_burst(RxFrame* out, int max) override {
@@ -94,12 +97,12 @@ class SwitchLink final : public FrameLink {
       (void)!::read(s_->kick_rank, &v, sizeof(v));
     }
     int n = 0;
-    while (n < max && !free_.empty()) {
+    while (n < max) {
       const uint8_t* d;
       uint32_t len;
       if (s_->to_rank->peek(&d, &len) != 1) break;
-      uint8_t* b = free_.back();
-      free_.pop_back();
+      uint8_t* b = kFramePrivSize + len <= small_.stride() ? small_.get() : big_.get();
+      if (b == nullptr) break;  // lwIP holds them all: the frame waits in the ring
       std::memcpy(b + kFramePrivSize, d, len);
       s_->to_rank->pop();
       out[n++] = RxFrame{b, b + kFramePrivSize, len, b};
@@ -112,7 +115,10 @@ class SwitchLink final : public FrameLink {
     if (n == 0) sched_yield();
     return n;
   }
-  void rx_release(void* handle) override { free_.push_back(static_cast<uint8_t*>(handle)); }
+  void rx_release(void* handle) override {
+    auto* b = static_cast<uint8_t*>(handle);
+    (big_.owns(b) ? big_ : small_).put(b);
+  }
 
   uint8_t* tx_begin(uint32_t len, void** handle) override {
     uint32_t slot;
@@ -159,13 +165,11 @@ class SwitchLink final : public FrameLink {
   LinkCounters counters() const override { return c_; }
 
  private:
-  static constexpr size_t kMinBuffers = 2048, kMaxBuffers = 16384;
+  static constexpr size_t kMinBuffers = 2048, kMaxBuffers = 16384, kSmallFrame = 2048;
   bool up() const { return s_->up.load(std::memory_order_relaxed); }
-  size_t stride() const { return kFramePrivSize + ((s_->to_rank->slot_size() + 63) & ~size_t{63}); }
 
   std::shared_ptr<SwitchSession::Shared> s_;
-  std::vector<uint8_t> bufs_;
-  std::vector<uint8_t*> free_;
+  FramePool small_, big_;
   LinkCounters c_;
   bool dirty_ = false, sleeping_ = false;
 };
@@ -244,6 +248,7 @@ std::unique_ptr<SwitchSession> SwitchSession::attach(const std::string& iface, s
       base + sw::FrameRing::bytes(w.slots, w.slot_size), w.slots, w.slot_size);
   std::memcpy(shared->mac, w.mac, 6);
   shared->mtu = w.mtu;
+  shared->offloads = w.offloads;
   shared->name = "switch:" + iface;
   s->shared_ = std::move(shared);
   return s;
@@ -253,6 +258,8 @@ SwitchSession::~SwitchSession() {
   if (shared_) shared_->up = false;
   if (fd_ >= 0) ::close(fd_);
 }
+
+bool SwitchSession::tcp_offloaded() const { return (shared_->offloads & sw::kOffloadTcp) != 0; }
 
 std::unique_ptr<FrameLink> SwitchSession::take_link() {
   return std::make_unique<SwitchLink>(shared_);

@@ -1,5 +1,5 @@
 // A rank's side of softrdma-switch: the process that owns a host
-// interface's AF_XDP port for every unprivileged process on the host
+// interface's NIC for every unprivileged process on the host
 // (switch_main.cc). A rank attaches over the switch's control socket, gets
 // a frame link to lwIP through shared memory, and asks the switch to hold
 // its TCP ports.
@@ -31,6 +31,9 @@ class SwitchSession {
   // The frame link to the NIC through the switch (once). It stays valid
   // after the session ends; it goes down when the switch goes.
   std::unique_ptr<FrameLink> take_link();
+  // Whether the switch's NIC side computes and checks TCP checksums (and
+  // cuts segments up to the link's MTU to the wire's): sw::kOffloadTcp.
+  bool tcp_offloaded() const;
   // Asks the switch to hold port (0: one the kernel picks) of the
   // interface's address for this process: 0 with *got, or -errno with the
   // switch's reason in *error.

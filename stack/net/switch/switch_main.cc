@@ -1,7 +1,7 @@
 // softrdma-switch <interface>: owns the interface's NIC for the softrdma
 // processes of this host (switch.h). Run as root, once per interface
 // (systemd: softrdma-switch@<interface>.service). Idle, it sleeps in
-// epoll on the AF_XDP socket, the ranks' kicks and the control socket.
+// epoll on the NIC's socket, the ranks' kicks and the control socket.
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "stack/common/settings.h"
 #include "stack/net/switch/switch.h"
 
 namespace softrdma::net::sw {
@@ -41,7 +42,7 @@ void Switch::sleep_until_work() {
     work |= r->to_switch && r->to_switch->peek(&d, &len) != 0;
   }
   // Frames waiting for a rank's ring: look again soon, whoever wakes us.
-  if (!work) handle_events(nic_.xsk_fd >= 0 && waiting_ == 0 ? kSleepMs : kSleepBlindMs);
+  if (!work) handle_events(nic_.fd >= 0 && waiting_ == 0 ? kSleepMs : kSleepBlindMs);
   for (auto& r : ranks_)
     if (r->to_switch) r->to_switch->set_sleeping(false);
 }
@@ -79,12 +80,17 @@ int main(int argc, char** argv) {
   if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: softrdma-switch <interface>\n"
-                 "Owns <interface>'s NIC (AF_XDP) for every softrdma process on this host,\n"
-                 "which then run as ordinary users. Run as root, one per interface.\n");
+                 "Owns <interface>'s NIC (a packet socket with the kernel's offloads, or\n"
+                 "AF_XDP with FI_SOFTRDMA_NIC=af_xdp) for every softrdma process on this\n"
+                 "host, which then run as ordinary users. Run as root, one per interface.\n");
+    return 2;
+  }
+  if (const std::string bad = softrdma::settings::check_env(); !bad.empty()) {
+    std::fprintf(stderr, "%s", bad.c_str());
     return 2;
   }
   if (::geteuid() != 0) {
-    std::fprintf(stderr, "softrdma-switch: needs root (AF_XDP, XDP programs, %s)\n",
+    std::fprintf(stderr, "softrdma-switch: needs root (packet sockets, BPF programs, %s)\n",
                  softrdma::net::sw::kDir);
     return 1;
   }

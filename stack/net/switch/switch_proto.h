@@ -5,7 +5,7 @@
 // (SCM_RIGHTS): the shared memory holding the two frame rings (frame_ring.h;
 // sealed against shrinking) and two eventfds, the rank's kick to the switch
 // and the switch's kick to the rank. Then the rank asks Hold (a TCP port of
-// the interface's address: held in the kernel, steered by XDP, forwarded to
+// the interface's address: held in the kernel, steered by BPF, forwarded to
 // this rank) and LetGo; each is answered by Reply. The switch drops every
 // port of a rank whose control socket closes.
 #pragma once
@@ -16,13 +16,18 @@
 namespace softrdma::net::sw {
 
 inline constexpr uint32_t kMagic = 0x53525357;  // "WSRS" little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr const char* kDir = "/run/softrdma-switch";
 inline constexpr uint32_t kMaxPortsPerRank = 4096;
 
 inline std::string ctl_path(const std::string& iface) { return std::string(kDir) + "/" + iface + ".ctl"; }
 
 enum class Op : uint32_t { kHello = 1, kWelcome = 2, kHold = 3, kLetGo = 4, kReply = 5 };
+
+// Welcome's offloads: the switch's NIC side computes and checks TCP
+// checksums and cuts segments up to mtu to the wire's MTU (a packet
+// socket, packet_link.h); the rank leaves TCP checksums to it.
+inline constexpr uint32_t kOffloadTcp = 1;
 
 struct Msg {
   uint32_t magic = kMagic;
@@ -36,7 +41,8 @@ struct Msg {
   uint32_t mtu = 0;     // Welcome: IP MTU
   uint32_t slots = 0;   // Welcome: frames per ring
   uint32_t slot_size = 0;  // Welcome: octets per frame slot
+  uint32_t offloads = 0;   // Welcome: kOffloadTcp or 0
 };
-static_assert(sizeof(Msg) == 44, "the layout fi-tests/hosts_switch_faults.sh writes by hand");
+static_assert(sizeof(Msg) == 48, "the layout fi-tests/hosts_switch_faults.sh writes by hand");
 
 }  // namespace softrdma::net::sw
