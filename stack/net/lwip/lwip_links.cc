@@ -30,6 +30,10 @@ Stack* g_stack = nullptr;
 Stack::Stack() {
   g_stack = this;
   lwip_init();  // also brings up the 127.0.0.1 loopback netif
+  // It has no MTU (any segment fits, up to TCP_MSS): give it the mesh's, so
+  // that its segments stay in the pool classes sized for them (lwippools.h).
+  for (netif* n = netif_list; n != nullptr; n = n->next)
+    if (n->name[0] == 'l' && n->name[1] == 'o') n->mtu = 9000;
   // Frames queued in a critical section leave when it ends (big_lock.h).
   big_lock::set_release_hook([] { g_stack->flush_links(); });
 }

@@ -6,7 +6,7 @@
 //   1544  one MSS-1460 segment with all headers (24 struct pbuf + 56 headroom
 //         + 1464), or a loopback copy of a 1500-byte IP packet (40 + 1500)
 //   9040  one MSS-8960 segment (80 + 8960), or a loopback copy of a
-//         9000-byte packet (lwIP's own loopback interface uses MSS 8960)
+//         9000-byte packet (lwIP's own 127.0.0.1 netif gets MTU 9000)
 //   65040 one MSS-64960 segment of the packet link (80 + 64960); the
 //         pool's untouched pages cost nothing, and a connection's 2 MiB
 //         window takes 32 of them
