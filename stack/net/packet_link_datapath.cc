@@ -84,7 +84,7 @@ int Link::rx_burst(RxFrame* out, int max) {
   for (int i = 0; i < want; ++i) {
     bufs[i] = big_.get<BigBuf>();
     iov[i][0] = {&bufs[i]->vnet, sizeof(VnetHdr)};
-    iov[i][1] = {bufs[i]->frame, kMaxFrame};
+    iov[i][1] = {bufs[i]->frame, kMaxRxFrame};
     m[i].msg_hdr = msghdr{};
     m[i].msg_hdr.msg_iov = iov[i];
     m[i].msg_hdr.msg_iovlen = 2;
@@ -97,7 +97,10 @@ int Link::rx_burst(RxFrame* out, int max) {
     const uint32_t len = m[i].msg_len > sizeof(VnetHdr)
                              ? m[i].msg_len - static_cast<uint32_t>(sizeof(VnetHdr))
                              : 0;
-    if ((m[i].msg_hdr.msg_flags & MSG_TRUNC) || len < kEth || !rx_accept(b, len)) {
+    // GRO can make an IP packet of up to 64 KiB, 14 octets more than an lwIP
+    // buffer holds: such a rare one is dropped, and TCP resends it alone.
+    if ((m[i].msg_hdr.msg_flags & MSG_TRUNC) || len < kEth || len > kMaxLwipFrame ||
+        !rx_accept(b, len)) {
       ++c_.rx_dropped;
       big_.put(b);
       continue;

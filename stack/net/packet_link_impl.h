@@ -35,9 +35,13 @@ struct Buf {
   VnetHdr vnet;
   uint8_t frame[kBytes];
 };
-inline constexpr uint32_t kMaxFrame = PacketLink::kMaxIpPacket + 14 + 4;
+inline constexpr uint32_t kMaxFrame = PacketLink::kMaxIpPacket + 14 + 4;  // what lwIP sends
+// What GRO may make of a NIC's segments: an IP packet of up to 64 KiB; an
+// lwIP buffer holds a frame of up to 65535 octets.
+inline constexpr uint32_t kMaxRxFrame = 65535 + 14 + 4;
+inline constexpr uint32_t kMaxLwipFrame = 65535;
 inline constexpr uint32_t kSmallFrame = 2048;
-using BigBuf = Buf<kMaxFrame>;
+using BigBuf = Buf<kMaxRxFrame>;
 using SmallBuf = Buf<kSmallFrame>;
 
 // A frame on its way out: in a buffer of ours (tx_begin) or lent.

@@ -110,7 +110,9 @@ int Switch::open(const std::string& ifname, std::string* error) {
   if (int rc = open_nic_port(iface_, kind, &nic_, error); rc < 0) return rc;
   std::memcpy(mac_, nic_.port->mac(), 6);
   mtu_ = nic_.port->mtu();
-  slot_size_ = (mtu_ + 18 + 63) & ~63u;
+  // A packet socket's frames are as large as GRO makes them, up to the
+  // 65535 octets a rank's lwIP takes.
+  slot_size_ = kind == NicKind::kPacket ? 65536 : (mtu_ + 18 + 63) & ~63u;
   slots_ = kind == NicKind::kPacket ? kSegmentSlots : kSlots;
   offloads_ = kind == NicKind::kPacket ? kOffloadTcp : 0;
   unprivileged_start_ = unprivileged_port_start();

@@ -229,6 +229,30 @@ TEST_F(PacketLinkTest, TakesItsPortsFromTheKernelAndChecksWhatTheKernelDidNot) {
   EXPECT_EQ(kernel_tcp_in_segs(), in0 + 2);
 }
 
+TEST_F(PacketLinkTest, TakesSegmentsAsLargeAsGroMakesThem) {
+  // GRO merges a NIC's segments into IP packets of up to 64 KiB, larger
+  // than lwIP's own (65000): they arrive whole, every octet in place.
+  constexpr uint32_t kPayload = 65400;
+  auto f = tcp_frame(link_->mac(), peer_mac_, peer_, iface_.addr, kPeerPort, kPort, 5000, kPayload,
+                     false);
+  uint8_t vnet[10] = {1, 1};  // NEEDS_CSUM, GSO TCPv4
+  const uint16_t hdr_len = 54, gso_size = 1460, csum_start = 34, csum_offset = 16;
+  std::memcpy(vnet + 2, &hdr_len, 2);
+  std::memcpy(vnet + 4, &gso_size, 2);
+  std::memcpy(vnet + 6, &csum_start, 2);
+  std::memcpy(vnet + 8, &csum_offset, 2);
+  iovec iov[2] = {{vnet, sizeof(vnet)}, {f.data(), f.size()}};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = 2;
+  ASSERT_EQ(::sendmsg(vnet_, &m, 0), static_cast<ssize_t>(sizeof(vnet) + f.size()));
+  auto got = received();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].size(), 54u + kPayload);
+  for (uint32_t i = 0; i < kPayload; ++i) ASSERT_EQ(got[0][54 + i], pattern(5000 + i)) << i;
+  EXPECT_EQ(link_->counters().rx_dropped, 0u);
+}
+
 TEST_F(PacketLinkTest, HandsTheKernelWholeSegmentsMarkedForSegmentation) {
   constexpr uint32_t kPayload = 40000;
   send_from_link(7, kPayload);
