@@ -19,6 +19,8 @@ int ep_close(fid* f) {
   auto* ep = from_fid<Ep>(f);
   Core& core = ep->dom->core();
   std::lock_guard g(core.mu);
+  if (ep->req) core.engine->reject(ep->req, nullptr, 0);  // taken, never accepted
+  ep->req = nullptr;
   if (ep->qp) {
     core.eps.erase(ep->qp);
     core.engine->destroy_qp(ep->qp);  // flushes: pending ops complete as canceled

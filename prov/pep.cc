@@ -75,6 +75,9 @@ int pep_setname(fid_t f, void* addr, size_t len) {
 int pep_reject(fid_pep* f, fid_t handle, const void* param, size_t len) {
   auto* pep = from_fid<Pep>(f);
   if (len > max_cm_data()) return -FI_EINVAL;
+  // No request to reject: ofi_rxm rejects with the fi_info whose handle
+  // fi_endpoint already took (the endpoint's close ends that request).
+  if (handle == nullptr || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
   std::lock_guard g(pep->core().mu);
   auto* h = reinterpret_cast<ConnHandle*>(handle);
   int rc = pep->core().engine->reject(h->req, param, len);
