@@ -55,6 +55,15 @@ class FrameLink {
   virtual int tx_lend(const uint8_t* /*frame*/, uint32_t /*len*/, TxDone /*done*/, void* /*ctx*/) {
     return 0;
   }
+  // tx_lend with the first head_len octets sent from head instead of the
+  // frame's own (both lent until done): a switch sends a rank's frame from
+  // the rank's memory with headers it checked in a private copy, which the
+  // rank cannot change after the check. 0 when this port does not lend.
+  virtual int tx_lend_headed(const uint8_t* /*head*/, uint32_t /*head_len*/,
+                             const uint8_t* /*frame*/, uint32_t /*len*/, TxDone /*done*/,
+                             void* /*ctx*/) {
+    return 0;
+  }
   // Drops the frames still queued (the link is being removed), so that no
   // lent frame outlives the link in the stack. Ports that lend override it.
   virtual void tx_discard() {}
@@ -91,6 +100,10 @@ class ForwardingLink : public FrameLink {
   void tx_flush() override { inner_->tx_flush(); }
   int tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) override {
     return lend_through_ ? inner_->tx_lend(frame, len, done, ctx) : 0;
+  }
+  int tx_lend_headed(const uint8_t* head, uint32_t head_len, const uint8_t* frame, uint32_t len,
+                     TxDone done, void* ctx) override {
+    return lend_through_ ? inner_->tx_lend_headed(head, head_len, frame, len, done, ctx) : 0;
   }
   void tx_discard() override { inner_->tx_discard(); }
   const uint8_t* mac() const override { return inner_->mac(); }

@@ -147,23 +147,31 @@ void Link::tx_commit(void* handle, uint32_t len) {
 }
 
 int Link::tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) {
-  if (len > kMaxFrame) return 0;
+  return tx_lend_headed(nullptr, 0, frame, len, done, ctx);
+}
+
+int Link::tx_lend_headed(const uint8_t* head, uint32_t head_len, const uint8_t* frame,
+                         uint32_t len, TxDone done, void* ctx) {
+  if (len > kMaxFrame || head_len > len) return 0;
+  if (head != nullptr && head_len < std::min(len, kEth + 40)) return 0;  // headers not all there
   if (pending_.size() >= kMaxPending) {
     tx_flush();
     if (pending_.size() >= kMaxPending) return -ENOBUFS;
   }
-  pending_.push_back(TxItem{frame, len, nullptr, done, ctx});
+  pending_.push_back(TxItem{frame, len, nullptr, done, ctx, const_cast<uint8_t*>(head), head_len});
   return 1;
 }
 
 // The kernel fills in the TCP checksum (CHECKSUM_PARTIAL: the field holds
 // the pseudo-header's sum) and cuts segments over the wire's MTU. The frame
 // is lwIP's: it zeroes the field whenever it outputs a segment again.
+// A headed frame's headers are read and written in its head only.
 bool Link::tx_prepare(TxItem& t, VnetHdr* h) {
   *h = VnetHdr{};
-  auto* f = const_cast<uint8_t*>(t.frame);
+  uint8_t* f = t.head != nullptr ? t.head : const_cast<uint8_t*>(t.frame);
   uint32_t ihl, total;
   if (!ipv4_tcp(f, t.len, &ihl, &total)) return t.len <= kEth + wire_mtu_;
+  if (t.head != nullptr && kEth + ihl + kTcpChecksumAt + 2 > t.head_len) return false;
   const uint32_t thl = (f[kEth + ihl + 12] >> 4) * 4u;
   if (thl < 20 || ihl + thl > total) return false;
   const uint16_t sum = fold(pseudo_sum(f, total - ihl));
@@ -189,7 +197,7 @@ void Link::tx_flush() {
   size_t at = 0;
   while (at < pending_.size()) {
     VnetHdr hdr[kBurst];
-    iovec iov[kBurst][2];
+    iovec iov[kBurst][3];
     mmsghdr m[kBurst];
     size_t idx[kBurst];
     int k = 0;
@@ -202,10 +210,11 @@ void Link::tx_flush() {
         continue;
       }
       iov[k][0] = {&hdr[k], sizeof(VnetHdr)};
-      iov[k][1] = {const_cast<uint8_t*>(t.frame), t.len};
+      iov[k][1] = {t.head, t.head_len};
+      iov[k][2] = {const_cast<uint8_t*>(t.frame) + t.head_len, t.len - t.head_len};
       m[k].msg_hdr = msghdr{};
       m[k].msg_hdr.msg_iov = iov[k];
-      m[k].msg_hdr.msg_iovlen = 2;
+      m[k].msg_hdr.msg_iovlen = 3;
       idx[k++] = at;
     }
     if (k == 0) break;

@@ -51,6 +51,8 @@ struct TxItem {
   void* buf;  // ours to give back after the send, or null (lent)
   FrameLink::TxDone done;
   void* ctx;
+  uint8_t* head = nullptr;  // sent instead of the frame's first head_len octets
+  uint32_t head_len = 0;
 };
 
 class Link final : public PacketLink {
@@ -66,6 +68,8 @@ class Link final : public PacketLink {
   void tx_commit(void* handle, uint32_t len) override;
   void tx_flush() override;
   int tx_lend(const uint8_t* frame, uint32_t len, TxDone done, void* ctx) override;
+  int tx_lend_headed(const uint8_t* head, uint32_t head_len, const uint8_t* frame, uint32_t len,
+                     TxDone done, void* ctx) override;
   void tx_discard() override;
 
   const uint8_t* mac() const override { return mac_; }

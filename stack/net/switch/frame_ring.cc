@@ -24,11 +24,12 @@ FrameRing::FrameRing(void* base, uint32_t slots, uint32_t slot_size)
       data_(static_cast<uint8_t*>(base) + sizeof(Head) + align64(size_t{slots} * sizeof(uint32_t))),
       slots_(slots),
       slot_size_(slot_size),
-      filled_(slots, 0) {
+      filled_(slots, 0),
+      released_(slots, 0) {
   static_assert(std::atomic<uint32_t>::is_always_lock_free);
   // Start where the shared indices are (a ring handed over mid-life).
   next_ = published_ = head_->prod.load(std::memory_order_relaxed);
-  cons_ = head_->cons.load(std::memory_order_relaxed);
+  cons_ = freed_ = head_->cons.load(std::memory_order_relaxed);
 }
 
 uint8_t* FrameRing::reserve(uint32_t* slot) {
@@ -74,7 +75,17 @@ int FrameRing::peek(const uint8_t** data, uint32_t* len) {
   return 1;
 }
 
-void FrameRing::pop() { head_->cons.store(++cons_, std::memory_order_release); }
+void FrameRing::pop() { release(take()); }
+
+uint32_t FrameRing::take() { return cons_++ & (slots_ - 1); }
+
+void FrameRing::release(uint32_t slot) {
+  released_[slot] = 1;
+  const uint32_t before = freed_;
+  for (uint32_t s; freed_ != cons_ && released_[s = freed_ & (slots_ - 1)]; ++freed_)
+    released_[s] = 0;
+  if (freed_ != before) head_->cons.store(freed_, std::memory_order_release);
+}
 
 void FrameRing::set_sleeping(bool on) {
   head_->sleeping.store(on ? 1 : 0, std::memory_order_relaxed);

@@ -40,6 +40,14 @@ class FrameRing {
   // -EPROTO when the producer's index or a length is impossible.
   int peek(const uint8_t** data, uint32_t* len);
   void pop();
+  // pop in two steps, for a frame still in use after the next peek: take
+  // moves past it and returns its slot, which stays the consumer's until
+  // release (slots come free in order, whatever the order of releases).
+  uint32_t take();
+  void release(uint32_t slot);
+  uint32_t slot_of(const uint8_t* data) const {
+    return static_cast<uint32_t>((data - data_) / slot_size_);
+  }
   // Sets `sleeping` (true) or clears it; after setting, peek once more
   // before waiting.
   void set_sleeping(bool on);
@@ -56,6 +64,8 @@ class FrameRing {
   uint32_t published_ = 0;  // producer: slots published
   std::vector<uint32_t> filled_;  // producer: commit lengths waiting their turn (0: not yet)
   uint32_t cons_ = 0;       // consumer: next slot to read
+  uint32_t freed_ = 0;      // consumer: slots given back (the shared index)
+  std::vector<uint8_t> released_;  // consumer: taken slots released out of turn
 };
 
 }  // namespace softrdma::net::sw

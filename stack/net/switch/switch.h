@@ -31,6 +31,10 @@
 
 namespace softrdma::net::sw {
 
+// The octets of a rank's frame copied out before they are checked (and
+// sent from the copy): Ethernet, IPv4 and TCP headers up to the port fields.
+inline constexpr uint32_t kCheckedHead = 128;
+
 struct Rank {
   int ctl = -1;  // its control connection
   pid_t pid = 0;
@@ -42,6 +46,10 @@ struct Rank {
   std::map<uint16_t, PortReservation> ports;
   std::deque<RxFrame> waiting;  // NIC frames for a full ring, oldest first
   bool kicked = false;  // frames pushed this pass
+  // Headers of to_switch's frames as checked, a copy per slot: the NIC
+  // sends these while the rest goes out of the ring (lent).
+  std::vector<uint8_t> heads;
+  size_t lent = 0;  // to_switch slots lent to the NIC
   ~Rank();
 };
 
@@ -77,6 +85,7 @@ class Switch {
   void flush_waiting();
   int ranks_to_nic();
   bool frame_allowed(const Rank& r, const uint8_t* f, uint32_t len) const;
+  static void lent_done(void* frame, void* ctx);  // a to_switch slot back
   // switch_main.cc
   void sleep_until_work();
 

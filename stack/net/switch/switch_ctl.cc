@@ -83,6 +83,7 @@ int make_rings(Rank* r, uint32_t slots, uint32_t slot_size, int* memfd) {
   r->base = p;
   r->to_rank = std::make_unique<FrameRing>(p, slots, slot_size);
   r->to_switch = std::make_unique<FrameRing>(static_cast<uint8_t*>(p) + one, slots, slot_size);
+  r->heads.assign(size_t{slots} * kCheckedHead, 0);
   *memfd = fd;
   return 0;
 }
@@ -146,6 +147,7 @@ int Switch::open(const std::string& ifname, std::string* error) {
 }
 
 Switch::~Switch() {
+  if (nic_.port) nic_.port->tx_discard();  // frames lent from the ranks' rings
   for (auto& r : ranks_)  // the NIC's buffers go back before the NIC closes
     for (const RxFrame& f : r->waiting) nic_.port->rx_release(f.handle);
   ranks_.clear();  // their ports first: the reservations close
@@ -272,6 +274,12 @@ void Switch::drop(Rank* r) {
 
 void Switch::sweep_dropped() {
   if (dropped_.empty()) return;
+  // A dropped rank's rings go with it: frames lent from them leave first.
+  const auto lent = [this] {
+    return std::any_of(dropped_.begin(), dropped_.end(), [](const Rank* r) { return r->lent > 0; });
+  };
+  if (lent()) nic_.port->tx_flush();
+  if (lent()) nic_.port->tx_discard();
   std::erase_if(ranks_, [](const std::unique_ptr<Rank>& r) { return r->ctl < 0; });
   dropped_.clear();
 }

@@ -1,6 +1,8 @@
 // softrdma-switch's data path: NIC burst -> the rank holding the TCP
-// destination port; a rank's ring -> checks -> NIC burst. One copy each
-// way (the rings are the ranks' memory, the port's buffers the NIC's).
+// destination port; a rank's ring -> checks -> NIC burst. One copy from
+// the NIC into a rank's ring; none the other way where the port lends (the
+// packet socket): the kernel copies the frame out of the rank's ring, with
+// the headers from the switch's checked copy.
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,7 +16,6 @@ namespace {
 
 constexpr int kBurst = 32;
 constexpr uint32_t kEth = 14, kMinTcpFrame = kEth + 20 + 20;
-constexpr uint32_t kCheckedHead = 128;  // copied out before it is checked
 // NIC frames that may wait for room in ranks' rings: per rank and in all,
 // well inside the port's 8192 buffers (the rest keep the NIC receiving).
 constexpr size_t kMaxWaitingPerRank = 1024, kMaxWaiting = 4096;
@@ -100,6 +101,12 @@ bool Switch::frame_allowed(const Rank& r, const uint8_t* h, uint32_t len) const 
   return by_port_[be16(h + t)] == &r;
 }
 
+void Switch::lent_done(void* frame, void* ctx) {
+  auto* r = static_cast<Rank*>(ctx);
+  r->to_switch->release(r->to_switch->slot_of(static_cast<const uint8_t*>(frame)));
+  --r->lent;
+}
+
 int Switch::ranks_to_nic() {
   int moved = 0;
   for (auto& rp : ranks_) {
@@ -118,13 +125,25 @@ int Switch::ranks_to_nic() {
       if (rc == 0) break;
       // The rank may rewrite its slot while we read it: check a copy of the
       // headers and send that copy.
-      uint8_t head[kCheckedHead];
+      uint8_t* head = r.heads.data() + size_t{r.to_switch->slot_of(d)} * kCheckedHead;
       const uint32_t hl = len < kCheckedHead ? len : kCheckedHead;
       std::memcpy(head, d, hl);
       if (!frame_allowed(r, head, len)) {
         ++c_.drop_refused;
         r.to_switch->pop();
         continue;
+      }
+      const int lent = nic_.port->tx_lend_headed(head, hl, d, len, &Switch::lent_done, &r);
+      if (lent > 0) {
+        r.to_switch->take();
+        ++r.lent;
+        ++c_.from_rank;
+        ++moved;
+        continue;
+      }
+      if (lent < 0) {  // the NIC is full: the frame waits in the ring
+        ++c_.nic_busy;
+        break;
       }
       void* handle;
       uint8_t* out = nic_.port->tx_begin(len, &handle);
