@@ -9,7 +9,10 @@
 # as users run it), or as root processes that open the NIC themselves
 # ("root"); either over a packet socket with the kernel's offloads (the
 # default) or over AF_XDP ("-xdp" rows, FI_SOFTRDMA_NIC=af_xdp). The
-# switches' CPU time per message is reported.
+# switches' CPU time per message is reported. Two floors run at 8 B in the
+# same rounds (bench/wire_floor, beside the switch's build tree or
+# floor=<program>): a raw Ethernet frame bounced between packet sockets, and
+# kernel TCP sockets, no library, both busy-polling (wire:raw, wire:tcp).
 # usage: hosts_bench.sh <dir with libsoftrdma-fi.so> <softrdma-switch> [rounds (5)]
 #                       [iterations at 8 B (2000)] [iterations at 1 MiB (100)]
 # Needs root. mtu=N sets every link's MTU (default 1500).
@@ -21,6 +24,9 @@ small=${4:-2000}
 big=${5:-100}
 here=$(cd "$(dirname "$0")" && pwd)
 switch=$(cd "$(dirname "$switch_prog")" && pwd)/$(basename "$switch_prog")
+floor=${floor:-$(dirname "$switch")/../../../bench/wire_floor}
+[[ -x $floor ]] || { echo "hosts_bench: no wire_floor program ($floor); set floor=" >&2; exit 1; }
+floor=$(cd "$(dirname "$floor")" && pwd)/$(basename "$floor")
 # shellcheck source=fi-tests/hosts_lib.sh
 source "$here/../fi-tests/hosts_lib.sh"
 
@@ -70,7 +76,34 @@ for c in "${configs[@]}"; do
   read -r how p ep <<<"$c"
   labels+=("$(label_of "$how" "$p")")
 done
+# run_floor <raw|tcp> <round trips>: the ping side's median half round trip.
+run_floor() {
+  local kind=$1 n=$2 pong out
+  if [[ $kind == raw ]]; then
+    on_host 0 "$floor" raw pong "$iface" >/dev/null 2>&1 &
+  else
+    on_host 0 "$floor" tcp pong 47611 >/dev/null 2>&1 &
+  fi
+  pong=$!
+  sleep 0.3
+  if [[ $kind == raw ]]; then
+    out=$(on_host 1 timeout 60 "$floor" raw ping "$iface" "$n")
+  else
+    out=$(on_host 1 timeout 60 "$floor" tcp ping "${addr[0]}" 47611 "$n")
+  fi
+  kill "$pong" 2>/dev/null
+  kill_netns "${hosts[0]}"
+  wait "$pong" 2>/dev/null
+  sed -n 's/^median \([0-9.]*\) us.*/\1/p' <<<"$out"
+}
+labels+=(wire:raw wire:tcp)
+
 for r in $(seq "$rounds"); do
+  use -
+  for kind in raw tcp; do
+    u=$(run_floor "$kind" "$small")
+    if [[ -n $u ]]; then echo "wire:$kind 8 $u 0" >>"$results"; else echo "wire:$kind 8 fail fail" >>"$results"; fi
+  done
   for c in "${configs[@]}"; do
     read -r how p ep <<<"$c"
     label=$(label_of "$how" "$p")
@@ -95,7 +128,9 @@ done
 echo "fi_pingpong across namespace hosts, MTU $mtu, $rounds rounds (8 B: -I $small, 1 MiB: -I $big)"
 printf '%-28s %-8s %-28s %-28s %s\n' provider size "usec/xfer median [min-max]" "MB/s median [min-max]" failed
 for p in "${labels[@]}"; do
-  for size in 8 1048576; do
+  sizes="8 1048576"
+  [[ $p == wire:* ]] && sizes=8
+  for size in $sizes; do
     awk -v p="$p" -v s="$size" 'BEGIN { n = 0; f = 0 }
       $1 == p && $2 == s && $3 == "fail" { f++ }
       $1 == p && $2 == s && $3 != "fail" { u[n] = $3; m[n] = $4; n++ }
