@@ -166,7 +166,15 @@ if ((nhosts == 2)); then
   $run_as 1 timeout 120 fi_pingpong -p softrdma -e msg -S 8 -I "$n" -c -P 47710 "${addr[0]}" \
     >"$tmp/cut.cli" 2>&1 &
   cli=$!
-  sleep 2
+  # Cut once messages flow (the pair's set-up, an AF_XDP port's above all,
+  # can take seconds on a slow host: a cut before the connect is another test).
+  seen=$(bypassed 0)
+  for _ in $(seq 600); do
+    (($(bypassed 0) - seen >= 2000)) && break
+    kill -0 "$cli" 2>/dev/null || break
+    sleep 0.1
+  done
+  (($(bypassed 0) - seen >= 2000)) || { cat "$tmp/cut.cli" "$tmp/cut.srv"; fail "link cut: no messages flowed before the cut"; }
   kill -0 "$cli" || { cat "$tmp/cut.cli" "$tmp/cut.srv"; fail "link cut: the pair ended before the cut"; }
   ip link set "${ports[1]}" down && sleep 3 && ip link set "${ports[1]}" up || fail "link cut"
   t0=$SECONDS
