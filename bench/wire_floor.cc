@@ -129,6 +129,17 @@ int tcp_connect(const char* addr, int port) {
   die("connect");
 }
 
+// A count from the command line (default 20000), refused unless positive.
+int round_trips(int argc, char** argv, int at) {
+  if (argc <= at) return 20000;
+  const int n = std::atoi(argv[at]);
+  if (n <= 0) {
+    std::fprintf(stderr, "wire_floor: round trips must be a positive number, not %s\n", argv[at]);
+    std::exit(2);
+  }
+  return n;
+}
+
 void ping(Endpoint& e, int n) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> half(static_cast<size_t>(n));
@@ -150,9 +161,10 @@ void ping(Endpoint& e, int n) {
 int main(int argc, char** argv) {
   const std::string kind = argc > 2 ? argv[1] : "", role = argc > 2 ? argv[2] : "";
   if (kind == "raw" && argc >= 4 && (role == "ping" || role == "pong")) {
+    const int n = role == "ping" ? round_trips(argc, argv, 4) : 0;
     RawEndpoint e(argv[3], role == "ping");
     if (role == "ping")
-      ping(e, argc > 4 ? std::atoi(argv[4]) : 20000);
+      ping(e, n);
     else
       for (;;) {
         e.recv();
@@ -166,8 +178,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (kind == "tcp" && role == "ping" && argc >= 5) {
+    const int n = round_trips(argc, argv, 5);
     TcpEndpoint e(tcp_connect(argv[3], std::atoi(argv[4])));
-    ping(e, argc > 5 ? std::atoi(argv[5]) : 20000);
+    ping(e, n);
     return 0;
   }
   std::fprintf(

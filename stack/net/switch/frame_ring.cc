@@ -66,7 +66,9 @@ bool FrameRing::consumer_sane() const {
 int FrameRing::peek(const uint8_t** data, uint32_t* len) {
   const uint32_t prod = head_->prod.load(std::memory_order_acquire);
   if (prod == cons_) return 0;
-  if (prod - cons_ > slots_) return -EPROTO;
+  // Slots taken and not yet released are still ours: a producer index past
+  // them (a lying rank) would hand us a frame that is still being sent.
+  if (prod - freed_ > slots_ || prod - cons_ > slots_) return -EPROTO;
   const uint32_t s = cons_ & (slots_ - 1);
   const uint32_t l = lens_[s];  // read once: the producer may change it under us
   if (l == 0 || l > slot_size_) return -EPROTO;

@@ -98,5 +98,18 @@ TEST(FrameRing, AnImpossibleProducerIndexIsRefused) {
   EXPECT_EQ(r.cons.peek(&d, &len), -EPROTO);
 }
 
+TEST(FrameRing, AProducerIndexOverSlotsStillTakenIsRefused) {
+  Rings r;
+  ASSERT_EQ(fill(r.prod), kSlots);
+  r.cons.take();  // lent, not released
+  const uint8_t* d;
+  uint32_t len;
+  ASSERT_EQ(r.cons.peek(&d, &len), 1);
+  // One frame past the ring from the consumer's read index, but over the
+  // slot it still holds.
+  *reinterpret_cast<uint32_t*>(r.base()) = kSlots + 1;
+  EXPECT_EQ(r.cons.peek(&d, &len), -EPROTO);
+}
+
 }  // namespace
 }  // namespace softrdma::net::sw
