@@ -78,7 +78,7 @@ for _ in $(seq 50); do  # listening before B starts asking
   sleep 0.1
 done
 on_host 1 python3 -c '
-import socket, sys, time
+import os, socket, sys, time
 ok = bad = 0
 for _ in range(100000):
     try:
@@ -86,7 +86,9 @@ for _ in range(100000):
             c.sendall(b"ping"); ok += c.recv(64) == b"ping"
     except OSError as e:
         bad += 1; print("echo:", e, flush=True)
-    print(f"ok={ok} bad={bad}", file=open(sys.argv[2], "w"), flush=True)
+    with open(sys.argv[2] + ".new", "w") as f:  # replaced whole: never read half-written
+        print(f"ok={ok} bad={bad}", file=f)
+    os.replace(sys.argv[2] + ".new", sys.argv[2])
     time.sleep(0.2)' "${addr[0]}" "$tmp/echo.count" >>"$tmp/echo.log" 2>&1 &
 
 if [[ -n $switch ]]; then
