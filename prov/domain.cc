@@ -1,6 +1,6 @@
 // fi_domain: a protection domain of the process's engine. Opens CQs,
-// counters, endpoints and MRs; everything libfabric defines that an iWARP
-// MSG provider does not have answers -FI_ENOSYS.
+// counters, address vectors, endpoints and MRs; everything libfabric defines
+// that an iWARP MSG provider does not have answers -FI_ENOSYS.
 #include <cstring>
 
 #include "prov/prov.h"
@@ -18,7 +18,6 @@ int domain_close(fid* f) {
   return 0;
 }
 
-int no_av(fid_domain*, fi_av_attr*, fid_av**, void*) { return -FI_ENOSYS; }
 int no_sep(fid_domain*, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
 int no_poll(fid_domain*, fi_poll_attr*, fid_poll**) { return -FI_ENOSYS; }
 int no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
@@ -48,7 +47,7 @@ fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind, no_control, dom
                           nullptr, nullptr};
 fi_ops_domain g_domain_ops = {
     .size = sizeof(fi_ops_domain),
-    .av_open = no_av,
+    .av_open = av_open,
     .cq_open = cq_open,
     .endpoint = ep_open,
     .scalable_ep = no_sep,

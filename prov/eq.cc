@@ -111,6 +111,7 @@ int eq_control(fid* f, int command, void* arg) {
 
 int eq_close(fid* f) {
   auto* eq = from_fid<Eq>(f);
+  if (eq->users.open.load() > 0) return -FI_EBUSY;
   eq->wait.close();
   for (EqItem& it : eq->items) {  // CONNREQ infos nobody will read
     if (!it.error && it.event == FI_CONNREQ)

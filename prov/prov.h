@@ -35,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -198,6 +199,7 @@ struct Eq {
   std::deque<EqItem> items;
   std::vector<uint8_t> last_err_data;  // valid until the next read
   WaitFd wait;
+  Children users;  // AVs that report to it (fi_close answers -FI_EBUSY)
   void push(EqItem item);
   void purge(fid_t f);
 };
@@ -245,6 +247,19 @@ struct Cntr {
   fid_cntr fid;
   Domain* dom;
   std::atomic<uint64_t> value{0}, errs{0};
+};
+
+// --- av.cc --- An address vector: peers' names (sockaddr_in) by fi_addr_t,
+// the index of the entry.
+struct Av {
+  fid_av fid;
+  Domain* dom;
+  fi_av_type type;
+  bool events = false;             // FI_EVENT: outcomes go to eq
+  Eq* eq = nullptr;
+  std::vector<sockaddr_in> names;  // sin_family 0: a free entry
+  std::set<fi_addr_t> free_slots;  // the lowest is taken first
+  Children children;               // endpoints bound to it
 };
 
 struct MemRegion {
@@ -335,6 +350,7 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
+int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context);
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context);
 int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context);
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
