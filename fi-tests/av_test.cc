@@ -245,6 +245,24 @@ TEST_F(Av, EventsReportEachFailureThenTheCount) {
   EXPECT_EQ(fi_close(&eq->fid), 0);
 }
 
+TEST_F(Av, WithoutEventsAnEqHearsNothing) {
+  ASSERT_NO_FATAL_FAILURE(open());
+  fi_eq_attr ea{};
+  fid_eq* eq = nullptr;
+  ASSERT_EQ(fi_eq_open(f_.fabric(), &ea, &eq, nullptr), 0);
+  ASSERT_EQ(fi_av_bind(av_, &eq->fid, 0), 0);
+  EXPECT_EQ(fi_av_bind(av_, &eq->fid, 0), -FI_EINVAL);  // one EQ per AV
+  const sockaddr_in a[] = {name("10.8.0.1", 1), name("10.8.0.2", 0)};
+  fi_addr_t at[2];
+  EXPECT_EQ(fi_av_insert(av_, a, 2, at, 0, nullptr), 1);
+  uint32_t event = 0;
+  fi_eq_entry entry{};
+  EXPECT_EQ(fi_eq_read(eq, &event, &entry, sizeof(entry), 0), -FI_EAGAIN);
+  ASSERT_EQ(fi_close(&av_->fid), 0);
+  av_ = nullptr;
+  EXPECT_EQ(fi_close(&eq->fid), 0);
+}
+
 TEST_F(Av, OpenRefusesWhatIsNotOffered) {
   fi_av_attr attr{};
   attr.type = FI_AV_TABLE;

@@ -54,14 +54,14 @@ int insert_names(Av* av, const sockaddr_in* const* names, size_t count, fi_addr_
     if (sync_err) sync_err[i] = ok ? 0 : FI_EINVAL;
     if (ok) {
       ++inserted;
-    } else if (av->eq) {
+    } else if (av->events) {
       EqItem it = err_item(&av->fid.fid, FI_EINVAL, 0, {});
       it.err.context = context;
       it.err.data = i;  // the failed name's index in the call
       av->eq->push(std::move(it));
     }
   }
-  if (!av->eq) return inserted;
+  if (!av->events) return inserted;
   EqItem done{.event = FI_AV_COMPLETE, .error = false, .fid = &av->fid.fid};
   done.buf.resize(sizeof(fi_eq_entry));
   auto* e = reinterpret_cast<fi_eq_entry*>(done.buf.data());
