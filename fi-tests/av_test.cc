@@ -185,6 +185,16 @@ TEST_F(Av, SymmetricRangesInsertNodeByNodeThenServiceByService) {
   }
   EXPECT_EQ(fi_av_insertsym(av_, "10.1.1.1", 1, "65535", 2, at, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_av_insertsym(av_, "10.1.1.1", 1, "x", 1, at, 0, nullptr), -FI_EINVAL);
+  // A count no AV could hold is refused before anything is resolved.
+  EXPECT_EQ(fi_av_insertsym(av_, "10.1.1.1", SIZE_MAX, "5000", 1, at, 0, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_av_insertsym(av_, "10.1.1.1", 1 << 16, "1", 1 << 16, at, 0, nullptr),
+            -FI_EINVAL);
+  // Past the last IPv4 address the range does not wrap around to 0.0.0.0.
+  fi_addr_t end[3];
+  EXPECT_EQ(fi_av_insertsym(av_, "255.255.255.255", 3, "7", 1, end, 0, nullptr), 1);
+  EXPECT_TRUE(holds(av_, end[0], name("255.255.255.255", 7)));
+  EXPECT_EQ(end[1], FI_ADDR_NOTAVAIL);
+  EXPECT_EQ(end[2], FI_ADDR_NOTAVAIL);  // not 0.0.0.1
 }
 
 TEST_F(Av, RemovalIsAllOrNothing) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,16 +41,18 @@ fi_addr_t put(Av* av, const sockaddr_in& a) {
   return at;
 }
 
-// Inserts names[0..count) (null entries: names that did not resolve),
-// reporting each outcome as fi_av_insert(3) says; returns the number
-// inserted (or 0 when the outcome goes to the EQ).
-int insert_names(Av* av, const sockaddr_in* const* names, size_t count, fi_addr_t* fi_addr,
-                 uint64_t flags, void* context) {
+// Inserts name_at(0..count) (null: a name that did not resolve), reporting
+// each outcome as fi_av_insert(3) says; returns the number inserted (or 0
+// when the outcome goes to the EQ).
+template <class NameAt>
+int insert_names(Av* av, NameAt name_at, size_t count, fi_addr_t* fi_addr, uint64_t flags,
+                 void* context) {
   int* sync_err = (flags & FI_SYNC_ERR) ? static_cast<int*>(context) : nullptr;
   int inserted = 0;
   for (size_t i = 0; i < count; ++i) {
-    const bool ok = names[i] != nullptr && usable(*names[i]);
-    const fi_addr_t at = ok ? put(av, *names[i]) : FI_ADDR_NOTAVAIL;
+    const sockaddr_in* name = name_at(i);
+    const bool ok = name != nullptr && usable(*name);
+    const fi_addr_t at = ok ? put(av, *name) : FI_ADDR_NOTAVAIL;
     if (fi_addr) fi_addr[i] = at;
     if (sync_err) sync_err[i] = ok ? 0 : FI_EINVAL;
     if (ok) {
@@ -88,9 +91,9 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
   if (count > 0 && addr == nullptr) return -FI_EINVAL;
   std::lock_guard g(av->dom->core().mu);
   if (int rc = check_insert(av, flags)) return rc;
-  std::vector<const sockaddr_in*> names(count);
-  for (size_t i = 0; i < count; ++i) names[i] = static_cast<const sockaddr_in*>(addr) + i;
-  return insert_names(av, names.data(), count, fi_addr, flags, context);
+  const auto* names = static_cast<const sockaddr_in*>(addr);
+  return insert_names(av, [names](size_t i) { return names + i; }, count, fi_addr, flags,
+                      context);
 }
 
 // node:service as fi_getinfo reads them, or node alone as an FI_ADDR_STR
@@ -125,22 +128,26 @@ int av_insertsvc(fid_av* f, const char* node, const char* service, fi_addr_t* fi
   std::lock_guard g(av->dom->core().mu);
   if (int rc = check_insert(av, flags)) return rc;
   const sockaddr_in* name = ok ? &a : nullptr;
-  return insert_names(av, &name, 1, fi_addr, flags, context);
+  return insert_names(av, [name](size_t) { return name; }, 1, fi_addr, flags, context);
 }
 
 // The i-th name after base: a numeric IPv4 address counts up as a number, a
-// host name by its numeric suffix ("host09" -> "host10"); "" if it has none.
+// host name by its numeric suffix ("host09" -> "host10"); "" if it has none
+// or the count runs past the end of its range.
 std::string nth_node(const std::string& base, size_t i) {
   if (i == 0) return base;
   in_addr a{};
   if (inet_pton(AF_INET, base.c_str(), &a) == 1) {
-    a.s_addr = htonl(ntohl(a.s_addr) + static_cast<uint32_t>(i));
+    const uint64_t n = uint64_t{ntohl(a.s_addr)} + i;
+    if (n > UINT32_MAX) return "";
+    a.s_addr = htonl(static_cast<uint32_t>(n));
     char buf[INET_ADDRSTRLEN];
     return inet_ntop(AF_INET, &a, buf, sizeof(buf));
   }
   size_t digits = base.size();
   while (digits > 0 && base[digits - 1] >= '0' && base[digits - 1] <= '9') --digits;
-  if (digits == base.size()) return "";
+  constexpr size_t kMaxDigits = 18;  // the suffix plus i stays well inside 64 bits
+  if (digits == base.size() || base.size() - digits > kMaxDigits || i > UINT32_MAX) return "";
   const std::string num = base.substr(digits);
   const std::string next = std::to_string(std::stoull(num) + i);
   const std::string pad(num.size() > next.size() ? num.size() - next.size() : 0, '0');
@@ -154,22 +161,27 @@ int av_insertsym(fid_av* f, const char* node, size_t nodecnt, const char* servic
   char* end = nullptr;
   errno = 0;
   const unsigned long port0 = std::strtoul(service, &end, 10);
-  if (errno != 0 || end == service || *end != '\0' || port0 + svccnt > 65536) return -FI_EINVAL;
+  if (errno != 0 || end == service || *end != '\0' || svccnt > 65536 || port0 + svccnt > 65536)
+    return -FI_EINVAL;
+  // Every name is resolved (maybe by DNS) before the lock is taken; a count
+  // no AV could hold is refused rather than allocated.
+  constexpr size_t kMaxSym = size_t{1} << 20;
+  if (nodecnt > kMaxSym || nodecnt * svccnt > kMaxSym) return -FI_EINVAL;
   const size_t count = nodecnt * svccnt;
   std::vector<sockaddr_in> resolved(count);
-  std::vector<const sockaddr_in*> names(count, nullptr);
+  std::vector<bool> ok(count, false);
   for (size_t n = 0; n < nodecnt; ++n) {
     const std::string host = nth_node(node, n);
-    for (size_t s = 0; s < svccnt; ++s) {
-      const std::string port = std::to_string(port0 + s);
+    for (size_t s = 0; s < svccnt && !host.empty(); ++s) {
       const size_t i = n * svccnt + s;
-      if (!host.empty() && resolve(host.c_str(), port.c_str(), &resolved[i]))
-        names[i] = &resolved[i];
+      ok[i] = resolve(host.c_str(), std::to_string(port0 + s).c_str(), &resolved[i]);
     }
   }
   std::lock_guard g(av->dom->core().mu);
   if (int rc = check_insert(av, flags)) return rc;
-  return insert_names(av, names.data(), count, fi_addr, flags, context);
+  return insert_names(
+      av, [&](size_t i) { return ok[i] ? &resolved[i] : nullptr; }, count, fi_addr, flags,
+      context);
 }
 
 bool in_use(const Av* av, fi_addr_t a) {
@@ -237,7 +249,6 @@ int av_close(fid* f) {
   Domain* dom = av->dom;
   {
     std::lock_guard g(dom->core().mu);
-    if (av->children.open.load() > 0) return -FI_EBUSY;
     if (av->eq) av->eq->users.drop();
   }
   dom->children.drop();
@@ -265,7 +276,6 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** out, void* context) {
   auto* dom = from_fid<Domain>(domain);
   auto* av = new Av{};
   av->dom = dom;
-  av->type = attr->type;
   av->events = attr->flags & FI_EVENT;
   av->names.reserve(std::min<size_t>(attr->count, 4096));  // a hint, not a bound
   av->fid.fid.fclass = FI_CLASS_AV;

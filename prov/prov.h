@@ -254,12 +254,10 @@ struct Cntr {
 struct Av {
   fid_av fid;
   Domain* dom;
-  fi_av_type type;
   bool events = false;             // FI_EVENT: outcomes go to eq
   Eq* eq = nullptr;
   std::vector<sockaddr_in> names;  // sin_family 0: a free entry
   std::set<fi_addr_t> free_slots;  // the lowest is taken first
-  Children children;               // endpoints bound to it
 };
 
 struct MemRegion {
