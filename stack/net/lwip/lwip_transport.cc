@@ -304,15 +304,21 @@ class PassBatch {
 int Stack::run_io(TransportImpl* runner) {
   io_runner_ = runner;
   RxFrame frames[kRxBurst];
+  bool backlog = false;
   for (size_t i = 0; i < links_.size(); ++i) {
     Link* l = links_[i].get();
     int n = l->port->rx_burst(frames, kRxBurst);
+    backlog |= n == kRxBurst;
     for (int k = 0; k < n; ++k) input(l, frames[k]);
   }
   // Link state, and lwIP's timers (whose times are whole milliseconds), at
-  // most once a millisecond.
+  // most once a millisecond. While a ring still holds a full burst the timers
+  // wait (up to kTimerDeferMs): after this process was descheduled, the ACKs
+  // queued meanwhile must be read before an RTO takes their segments as lost.
   uint32_t now = sys_now();
-  if (now != last_tick_ms_) {
+  if (!backlog || !in_backlog_) backlog_since_ms_ = now;
+  in_backlog_ = backlog;
+  if (now != last_tick_ms_ && now - backlog_since_ms_ >= (backlog ? kTimerDeferMs : 0)) {
     last_tick_ms_ = now;
     check_link_states();
     sys_check_timeouts();

@@ -56,6 +56,8 @@
 namespace softrdma::net::lwip_impl {
 
 constexpr int kRxBurst = 32;
+// How long lwIP's timers may wait for a receive backlog to drain (run_io).
+constexpr uint32_t kTimerDeferMs = 20;
 // tcp_write takes a u16 length.
 constexpr size_t kMaxWrite = 0xFFFF;
 // Gather lists up to this size are joined into one tcp_write.
@@ -337,6 +339,8 @@ class Stack {
   bool tx_blocked_ = false;  // a pcb without a Conn met a full link: walk them all
   bool links_dirty_ = false;  // some link has frames committed, not flushed
   uint32_t last_tick_ms_ = 0;  // run_io's once-a-millisecond work
+  bool in_backlog_ = false;  // the last pass found a ring holding a full burst
+  uint32_t backlog_since_ms_ = 0;  // since when, or now when it did not
   int next_link_id_ = 0;
 };
 
