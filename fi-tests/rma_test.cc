@@ -249,13 +249,35 @@ TEST_F(Atomic, Queries) {
   EXPECT_EQ(fi_query_atomic(f_->domain(), FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC), 0);
   EXPECT_EQ(fi_query_atomic(f_->domain(), FI_FLOAT, FI_SUM, &attr, 0), -FI_EOPNOTSUPP);
   EXPECT_EQ(fi_query_atomic(f_->domain(), FI_UINT64, FI_MIN, &attr, 0), -FI_EOPNOTSUPP);
+  // Every form of FI_SUM and FI_ATOMIC_WRITE, and FI_CSWAP, on 32 and 64 bits.
+  for (fi_datatype dt : {FI_UINT32, FI_INT32, FI_UINT64, FI_INT64}) {
+    const size_t size = dt == FI_UINT32 || dt == FI_INT32 ? 4 : 8;
+    for (fi_op op : {FI_SUM, FI_ATOMIC_WRITE}) {
+      for (uint64_t flags : {uint64_t{0}, uint64_t{FI_FETCH_ATOMIC}}) {
+        attr = {};
+        EXPECT_EQ(fi_query_atomic(f_->domain(), dt, op, &attr, flags), 0) << dt << " " << op;
+        EXPECT_EQ(attr.size, size);
+      }
+      EXPECT_EQ(fi_query_atomic(f_->domain(), dt, op, &attr, FI_COMPARE_ATOMIC), -FI_EOPNOTSUPP);
+    }
+    EXPECT_EQ(fi_query_atomic(f_->domain(), dt, FI_CSWAP, &attr, FI_COMPARE_ATOMIC), 0);
+    EXPECT_EQ(attr.size, size);
+    EXPECT_EQ(fi_query_atomic(f_->domain(), dt, FI_CSWAP, &attr, 0), -FI_EOPNOTSUPP);
+    EXPECT_EQ(fi_query_atomic(f_->domain(), dt, FI_ATOMIC_READ, &attr, FI_FETCH_ATOMIC),
+              -FI_EOPNOTSUPP);
+  }
+  for (fi_datatype dt : {FI_UINT8, FI_INT16, FI_UINT128, FI_DOUBLE})
+    EXPECT_EQ(fi_query_atomic(f_->domain(), dt, FI_SUM, &attr, 0), -FI_EOPNOTSUPP);
   size_t count = 0;
   EXPECT_EQ(fi_atomicvalid(c_->ep, FI_UINT64, FI_SUM, &count), 0);
   EXPECT_GE(count, 1u);
   EXPECT_EQ(fi_fetch_atomicvalid(c_->ep, FI_UINT64, FI_SUM, &count), 0);
   EXPECT_EQ(fi_compare_atomicvalid(c_->ep, FI_UINT64, FI_CSWAP, &count), 0);
   EXPECT_NE(fi_compare_atomicvalid(c_->ep, FI_UINT64, FI_SUM, &count), 0);
-  EXPECT_NE(fi_atomicvalid(c_->ep, FI_UINT32, FI_SUM, &count), 0);
+  EXPECT_EQ(fi_atomicvalid(c_->ep, FI_UINT32, FI_SUM, &count), 0);
+  EXPECT_EQ(fi_fetch_atomicvalid(c_->ep, FI_INT32, FI_ATOMIC_WRITE, &count), 0);
+  EXPECT_EQ(fi_compare_atomicvalid(c_->ep, FI_UINT32, FI_CSWAP, &count), 0);
+  EXPECT_NE(fi_atomicvalid(c_->ep, FI_UINT16, FI_SUM, &count), 0);
   EXPECT_NE(fi_atomicvalid(c_->ep, FI_UINT64, FI_BXOR, &count), 0);
 }
 
@@ -298,6 +320,91 @@ TEST_F(Atomic, WrapsAndNegatives) {
   expect_done(c_->tx, nullptr, FI_ATOMIC);
   EXPECT_EQ(old, 2);
   EXPECT_EQ(static_cast<int64_t>(target()), -8);
+}
+
+TEST_F(Atomic, Swap) {
+  target() = 5;
+  uint64_t v = 0xFEEDFACECAFEBEEFull, old = 0;
+  ASSERT_EQ(fi_atomic(c_->ep, &v, 1, nullptr, 0, base_, key_, FI_UINT64, FI_ATOMIC_WRITE, &v), 0);
+  expect_done(c_->tx, &v, FI_ATOMIC | FI_WRITE);
+  EXPECT_EQ(target(), 0xFEEDFACECAFEBEEFull);
+  v = 7;
+  ASSERT_EQ(fi_fetch_atomic(c_->ep, &v, 1, nullptr, &old, nullptr, 0, base_, key_, FI_UINT64,
+                            FI_ATOMIC_WRITE, &old),
+            0);
+  expect_done(c_->tx, &old, FI_ATOMIC | FI_READ);
+  EXPECT_EQ(old, 0xFEEDFACECAFEBEEFull);
+  EXPECT_EQ(target(), 7u);
+  EXPECT_TRUE(guards_intact(0, 8));
+}
+
+// A 32-bit element is half of an aligned 64-bit word: each operation
+// changes its own half only, and hands back its own old value in 4 bytes.
+TEST_F(Atomic, ThirtyTwoBitHalves) {
+  ASSERT_EQ(base_ % 8, 0u);
+  auto half = [&](int i) {
+    uint32_t v;
+    std::memcpy(&v, at(4 * static_cast<size_t>(i)), 4);
+    return v;
+  };
+  auto set_half = [&](int i, uint32_t v) { std::memcpy(at(4 * static_cast<size_t>(i)), &v, 4); };
+  set_half(0, 0xFFFFFFFF);
+  set_half(1, 10);
+  uint32_t res[3] = {0xAAAAAAAA, 0xAAAAAAAA, 0xAAAAAAAA};
+  auto fetch = [&](int i, fi_datatype dt, fi_op op, const void* v) {
+    ASSERT_EQ(fi_fetch_atomic(c_->ep, v, 1, nullptr, &res[1], nullptr, 0, base_ + 4 * i, key_, dt,
+                              op, res),
+              0);
+    expect_done(c_->tx, res, FI_ATOMIC | FI_READ);
+    EXPECT_EQ(res[0], 0xAAAAAAAAu);  // 4 bytes fetched, not 8
+    EXPECT_EQ(res[2], 0xAAAAAAAAu);
+  };
+  // The low half wraps to 0 and carries nothing into the high half.
+  uint32_t one = 1;
+  fetch(0, FI_UINT32, FI_SUM, &one);
+  EXPECT_EQ(res[1], 0xFFFFFFFFu);
+  EXPECT_EQ(half(0), 0u);
+  EXPECT_EQ(half(1), 10u);
+  // Signed, in the high half.
+  int32_t minus = -15;
+  fetch(1, FI_INT32, FI_SUM, &minus);
+  EXPECT_EQ(res[1], 10u);
+  EXPECT_EQ(static_cast<int32_t>(half(1)), -5);
+  EXPECT_EQ(half(0), 0u);
+  // Swap of one half.
+  uint32_t s = 0x12345678;
+  fetch(0, FI_UINT32, FI_ATOMIC_WRITE, &s);
+  EXPECT_EQ(res[1], 0u);
+  EXPECT_EQ(half(0), 0x12345678u);
+  EXPECT_EQ(static_cast<int32_t>(half(1)), -5);
+  // Compare-swap compares its own half only: a hit, then a miss.
+  uint32_t cmp = static_cast<uint32_t>(-5), swap = 99;
+  ASSERT_EQ(fi_compare_atomic(c_->ep, &swap, 1, nullptr, &cmp, nullptr, &res[1], nullptr, 0,
+                              base_ + 4, key_, FI_UINT32, FI_CSWAP, res),
+            0);
+  expect_done(c_->tx, res, FI_ATOMIC | FI_READ);
+  EXPECT_EQ(res[1], static_cast<uint32_t>(-5));
+  EXPECT_EQ(half(1), 99u);
+  swap = 100;
+  ASSERT_EQ(fi_compare_atomic(c_->ep, &swap, 1, nullptr, &cmp, nullptr, &res[1], nullptr, 0,
+                              base_ + 4, key_, FI_UINT32, FI_CSWAP, res),
+            0);
+  expect_done(c_->tx, res, FI_ATOMIC | FI_READ);
+  EXPECT_EQ(res[1], 99u);
+  EXPECT_EQ(half(1), 99u);
+  EXPECT_EQ(half(0), 0x12345678u);
+  // Without fetch.
+  uint32_t two = 2;
+  ASSERT_EQ(fi_atomic(c_->ep, &two, 1, nullptr, 0, base_ + 4, key_, FI_UINT32, FI_SUM, res), 0);
+  expect_done(c_->tx, res, FI_ATOMIC | FI_WRITE);
+  EXPECT_EQ(half(1), 101u);
+  EXPECT_EQ(half(0), 0x12345678u);
+  EXPECT_TRUE(guards_intact(0, 8));
+  // Not on a 4-byte boundary: refused here, the connection unharmed.
+  EXPECT_EQ(fi_atomic(c_->ep, &two, 1, nullptr, 0, base_ + 2, key_, FI_UINT32, FI_SUM, res),
+            -FI_EINVAL);
+  fetch(1, FI_UINT32, FI_SUM, &two);
+  EXPECT_EQ(res[1], 101u);
 }
 
 TEST_F(Atomic, InjectAndMessageForms) {

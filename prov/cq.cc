@@ -134,6 +134,7 @@ void Cq::settle() {
     }
     fi_cq_err_entry e;
     const int err = outcome(op, wc, &e);
+    if (err == 0) atomic_fetched(op);
     // fi_writedata's target consumed a receive: always reported
     // (FI_RX_CQ_DATA), and counted by no receive counter.
     const bool remote_write = err == 0 && wc.opcode == WcOpcode::kRecvRdmaImm;

@@ -24,13 +24,14 @@ int no_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
 int no_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
 int no_coll(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) { return -FI_ENOSYS; }
 
-// RFC 7306 gives 64-bit fetch-add and compare-swap; nothing else.
 int query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) {
-  if (dt != FI_UINT64 && dt != FI_INT64) return -FI_EOPNOTSUPP;
-  const bool compare = flags & FI_COMPARE_ATOMIC;
-  if (compare ? op != FI_CSWAP : op != FI_SUM) return -FI_EOPNOTSUPP;
+  const AtomicKind kind = (flags & FI_COMPARE_ATOMIC) ? AtomicKind::kCompare
+                          : (flags & FI_FETCH_ATOMIC) ? AtomicKind::kFetch
+                                                      : AtomicKind::kWrite;
+  const size_t size = atomic_size(dt, op, kind);
+  if (size == 0) return -FI_EOPNOTSUPP;
   attr->count = 1;
-  attr->size = sizeof(uint64_t);
+  attr->size = size;
   return 0;
 }
 

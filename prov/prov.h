@@ -278,7 +278,9 @@ struct Op {
   void* buf = nullptr;
   size_t len = 0;
   std::vector<uint8_t> inject;  // owned copy for inject (capacity kept across uses)
-  uint64_t result = 0;          // atomic without fetch: the value lands here
+  uint64_t result = 0;          // atomic without fetch, or 32-bit: the word lands here
+  void* fetch_to = nullptr;     // a 32-bit fetch's result: atomic_fetched copies it
+  uint8_t fetch_shift = 0;      // where in result its half is
   // Messages with remote CQ data (msg.cc): the 8 bytes after the payload.
   // A receive lists its buffers, then this slot, so the trailer lands right
   // after the payload, in the caller's buffer or here.
@@ -368,6 +370,12 @@ bool take_credit(Ep* ep, bool priority);  // false: the peer has no receive for 
 void return_credit(Ep* ep);               // the post failed after all
 void grant_credits(Ep* ep);               // tell the peer of our receives, if due
 void recv_posted(Ep* ep);
+
+// --- atomic.cc --- What fi_query_atomic answers: the element's size, or 0
+// when the operation is not offered for the datatype.
+enum class AtomicKind { kWrite, kFetch, kCompare };
+size_t atomic_size(fi_datatype dt, fi_op op, AtomicKind kind);
+void atomic_fetched(Op* op);  // on success, before the completion is seen
 
 // Completion plumbing shared by msg.cc, rma.cc and atomic.cc.
 Op* new_op(Ep* ep, void* context, uint64_t flags, uint64_t op_flags, bool tx, Cntr* cntr);

@@ -14,6 +14,7 @@ const char* to_string(WrOpcode op) {
     case WrOpcode::kRead: return "read";
     case WrOpcode::kAtomicFetchAdd: return "fetch_add";
     case WrOpcode::kAtomicCmpSwap: return "cmp_swap";
+    case WrOpcode::kAtomicSwap: return "swap";
   }
   return "?";
 }
@@ -41,6 +42,7 @@ const char* to_string(WcOpcode op) {
     case WcOpcode::kRead: return "read";
     case WcOpcode::kFetchAdd: return "fetch_add";
     case WcOpcode::kCmpSwap: return "cmp_swap";
+    case WcOpcode::kSwap: return "swap";
     case WcOpcode::kImmData: return "imm_data";
     case WcOpcode::kRecv: return "recv";
     case WcOpcode::kRecvRdmaImm: return "recv_rdma_imm";

@@ -39,6 +39,7 @@ enum class WrOpcode : uint8_t {
   kRead,
   kAtomicFetchAdd,   // RFC 7306, 64-bit
   kAtomicCmpSwap,    // RFC 7306, 64-bit
+  kAtomicSwap,       // RFC 7306, 64-bit
 };
 const char* to_string(WrOpcode op);
 
@@ -59,7 +60,13 @@ struct SendWr {
   uint32_t invalidate_stag = 0;
   uint64_t imm_data = 0;       // RFC 7306 Immediate Data (64 bits)
   uint64_t compare_add = 0;    // FetchAdd: addend; CmpSwap: compare value
-  uint64_t swap = 0;           // CmpSwap: new value
+  uint64_t swap = 0;           // CmpSwap, Swap: new value
+  // RFC 7306's masks, which make narrower fields of the 64-bit word:
+  // FetchAdd's Add Mask marks where carries stop (0: one 64-bit add), the
+  // swap mask the bits replaced, the compare mask the bits compared.
+  uint64_t add_mask = 0;
+  uint64_t swap_mask = ~uint64_t{0};
+  uint64_t compare_mask = ~uint64_t{0};
 };
 
 struct RecvWr {
@@ -88,6 +95,7 @@ enum class WcOpcode : uint8_t {
   kRead,
   kFetchAdd,
   kCmpSwap,
+  kSwap,
   kImmData,       // requester side of a standalone Immediate Data
   kRecv,          // a Send (possibly with invalidate or immediate data)
   kRecvRdmaImm,   // RDMA Write with immediate data (Immediate Data message)

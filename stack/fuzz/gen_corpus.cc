@@ -99,7 +99,8 @@ void post_scenario(iwarp::Qp* q, Scenario s) {
       read(1000), read(1);
       break;
     case kAtomics:
-      atomic(WrOpcode::kAtomicFetchAdd, 0), atomic(WrOpcode::kAtomicCmpSwap, 8);
+      atomic(WrOpcode::kAtomicFetchAdd, 0), atomic(WrOpcode::kAtomicCmpSwap, 8),
+          atomic(WrOpcode::kAtomicSwap, 24);
       break;
     case kInvalidate:
       send(10, WrOpcode::kSendWithInv, fuzz::region_stag(fuzz::kInval));

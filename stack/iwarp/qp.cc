@@ -20,12 +20,14 @@ WcOpcode wc_opcode(WrOpcode op) {
     case WrOpcode::kRead: return WcOpcode::kRead;
     case WrOpcode::kAtomicFetchAdd: return WcOpcode::kFetchAdd;
     case WrOpcode::kAtomicCmpSwap: return WcOpcode::kCmpSwap;
+    case WrOpcode::kAtomicSwap: return WcOpcode::kSwap;
   }
   return WcOpcode::kSend;
 }
 
 bool is_atomic(WrOpcode op) {
-  return op == WrOpcode::kAtomicFetchAdd || op == WrOpcode::kAtomicCmpSwap;
+  return op == WrOpcode::kAtomicFetchAdd || op == WrOpcode::kAtomicCmpSwap ||
+         op == WrOpcode::kAtomicSwap;
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace {
 
 bool needs_response(WrOpcode op) {
   return op == WrOpcode::kRead || op == WrOpcode::kAtomicFetchAdd ||
-         op == WrOpcode::kAtomicCmpSwap;
+         op == WrOpcode::kAtomicCmpSwap || op == WrOpcode::kAtomicSwap;
 }
 
 // Messages per work request: Write with Immediate is a Write then an
@@ -177,20 +177,22 @@ bool Qp::tx_from_sq() {
       return true;
     }
     case WrOpcode::kAtomicFetchAdd:
-    case WrOpcode::kAtomicCmpSwap: {
+    case WrOpcode::kAtomicCmpSwap:
+    case WrOpcode::kAtomicSwap: {
+      const bool add = wr.opcode == WrOpcode::kAtomicFetchAdd;
       const bool cas = wr.opcode == WrOpcode::kAtomicCmpSwap;
       auto* a = reinterpret_cast<AtomicReqPayload*>(tx_.ctrl);
       uint32_t id = next_atomic_id_++;
-      a->opcode.set(static_cast<uint32_t>(cas ? AtomicOpcode::kCompareSwap : AtomicOpcode::kFetchAdd));
+      a->opcode.set(static_cast<uint32_t>(add   ? AtomicOpcode::kFetchAdd
+                                          : cas ? AtomicOpcode::kCompareSwap
+                                                : AtomicOpcode::kSwap));
       a->req_id.set(id);
       a->remote_stag.set(wr.rkey);
       a->remote_to.set(wr.remote_addr);
-      a->add_swap.set(cas ? wr.swap : wr.compare_add);
-      // Fetch-Add's mask marks field ends (carries stop there): 0 is one
-      // plain 64-bit add. Swap's mask selects the bits swapped: all of them.
-      a->add_swap_mask.set(cas ? ~uint64_t{0} : 0);
+      a->add_swap.set(add ? wr.compare_add : wr.swap);
+      a->add_swap_mask.set(add ? wr.add_mask : wr.swap_mask);
       a->compare.set(cas ? wr.compare_add : 0);
-      a->compare_mask.set(~uint64_t{0});
+      a->compare_mask.set(cas ? wr.compare_mask : 0);
       tx_ctrl(RdmapOpcode::kAtomicReq);
       orq_.push_back(OrqEntry{.wr_id = wr.wr_id, .opcode = wr.opcode,
                               .signaled = (wr.flags & kWrSignaled) != 0, .last_piece = true,

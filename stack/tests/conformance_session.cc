@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
   constexpr size_t kBig = 200 * 1024;
   std::vector<uint8_t> src = pattern(512 * 1024, 11);
   std::vector<uint8_t> rd(kBig + 8192, 0);
-  std::vector<uint8_t> ares(3 * 8, 0);
+  std::vector<uint8_t> ares(5 * 8, 0);
   uint32_t msrc = reg(C, src, kAccessLocalWrite);
   uint32_t mrd = reg(C, rd, kAccessLocalWrite);
   uint32_t mares = reg(C, ares, kAccessLocalWrite);
@@ -348,14 +348,18 @@ int main(int argc, char** argv) {
     s.expect("s2c", RdmapOpcode::kRdmaReadResp, c.len, c.what);
   }
 
-  // --- RFC 7306 Atomics: Fetch-Add, Compare-Swap (hit and miss) ---
+  // --- RFC 7306 Atomics: Fetch-Add, Compare-Swap (hit and miss), Swap, and
+  // a masked Fetch-Add on the word's low 32 bits (wraps, no carry out) ---
   {
     uint64_t init = 1000;
     std::memcpy(atom.data(), &init, 8);
-    struct { WrOpcode wr_op; uint64_t ca, swap, want_orig, want_after; const char* what; } ats[] = {
-        {WrOpcode::kAtomicFetchAdd, 5, 0, 1000, 1005, "fetch-add"},
-        {WrOpcode::kAtomicCmpSwap, 1005, 77, 1005, 77, "cmp-swap(hit)"},
-        {WrOpcode::kAtomicCmpSwap, 1, 99, 77, 77, "cmp-swap(miss)"},
+    struct { WrOpcode wr_op; uint64_t ca, swap, add_mask, want_orig, want_after; const char* what; }
+        ats[] = {
+        {WrOpcode::kAtomicFetchAdd, 5, 0, 0, 1000, 1005, "fetch-add"},
+        {WrOpcode::kAtomicCmpSwap, 1005, 77, 0, 1005, 77, "cmp-swap(hit)"},
+        {WrOpcode::kAtomicCmpSwap, 1, 99, 0, 77, 77, "cmp-swap(miss)"},
+        {WrOpcode::kAtomicSwap, 0, 0x1FFFFFFFF, 0, 77, 0x1FFFFFFFF, "swap"},
+        {WrOpcode::kAtomicFetchAdd, 1, 0, 1ull << 31, 0x1FFFFFFFF, 0x100000000, "fetch-add(32)"},
     };
     int i = 0;
     for (const auto& c : ats) {
@@ -366,6 +370,7 @@ int main(int argc, char** argv) {
       wr.rkey = matom;
       wr.compare_add = c.ca;
       wr.swap = c.swap;
+      wr.add_mask = c.add_mask;
       s.post(wr);
       s.wait_wcs(++cw, sw, c.what);
       uint64_t orig, after;

@@ -209,6 +209,48 @@ TEST_P(Integration, Atomics) {
   expect_ok(p().a.wcs[kN + 1], WcOpcode::kCmpSwap);
 }
 
+// RFC 7306's Swap, and the masks that make 32-bit fields of the 64-bit
+// word: each op changes only its half, and the response is the whole word.
+TEST_P(Integration, SwapAndMaskedAtomics) {
+  alignas(8) uint64_t word = 0x00000005FFFFFFFFull;
+  alignas(8) uint64_t result = 0;
+  Mr* mw = p().b.eng->reg_mr(p().b.pd, &word, 8, kAccessRemoteAtomic);
+  Mr* mres = p().a.eng->reg_mr(p().a.pd, &result, 8, kAccessLocalWrite);
+  auto op = [&](uint64_t id, SendWr wr) {
+    wr.wr_id = id;
+    wr.num_sge = 1;
+    wr.remote_addr = reinterpret_cast<uint64_t>(&word);
+    wr.rkey = mw->stag;
+    wr.sg_list[0] = Sge{reinterpret_cast<uint64_t>(&result), 8, mres->stag};
+    run_op(wr, id + 1, 0);
+  };
+  const uint64_t low = 0xFFFFFFFFull, high = low << 32, ends = 1ull << 31 | 1ull << 63;
+  // Low half +1 wraps to 0 without carrying into the high half.
+  op(0, {.opcode = WrOpcode::kAtomicFetchAdd, .compare_add = 1, .add_mask = ends});
+  EXPECT_EQ(result, 0x00000005FFFFFFFFull);
+  EXPECT_EQ(word, 0x0000000500000000ull);
+  // High half +3.
+  op(1, {.opcode = WrOpcode::kAtomicFetchAdd, .compare_add = 3ull << 32, .add_mask = ends});
+  EXPECT_EQ(word, 0x0000000800000000ull);
+  // Swap of the low half only.
+  op(2, {.opcode = WrOpcode::kAtomicSwap, .swap = 0xAAAAAAAA12345678ull, .swap_mask = low});
+  EXPECT_EQ(result, 0x0000000800000000ull);
+  EXPECT_EQ(word, 0x0000000812345678ull);
+  // Compare-swap of the high half: compares and replaces only it.
+  op(3, {.opcode = WrOpcode::kAtomicCmpSwap, .compare_add = 8ull << 32, .swap = 9ull << 32,
+         .swap_mask = high, .compare_mask = high});
+  EXPECT_EQ(word, 0x0000000912345678ull);
+  op(4, {.opcode = WrOpcode::kAtomicCmpSwap, .compare_add = 8ull << 32, .swap = 7ull << 32,
+         .swap_mask = high, .compare_mask = high});
+  EXPECT_EQ(result, 0x0000000912345678ull);
+  EXPECT_EQ(word, 0x0000000912345678ull);  // no match: unchanged
+  // A full swap.
+  op(5, {.opcode = WrOpcode::kAtomicSwap, .swap = 42});
+  EXPECT_EQ(result, 0x0000000912345678ull);
+  EXPECT_EQ(word, 42u);
+  expect_ok(p().a.wcs[5], WcOpcode::kSwap);
+}
+
 // Thousands in flight: 4000 sends, 4000 writes and reads posted before any
 // progress, completing in order with every byte right.
 TEST_P(Integration, ThousandsOutstanding) {

@@ -461,7 +461,7 @@ def check_untagged_fields(where, op, payload, df, fails):
                     "(d) %s: Read Request payload %d / not decoded" % (where, payload))
     elif op == 10:  # Atomic Request (RFC 7306 §5.4)
         aop = as_int(first(df, "iwarp_rdma.atomic.opcode"))
-        fails.check(payload == 52 and aop in (0, 2),
+        fails.check(payload == 52 and aop in (0, 1, 2),
                     "(d) %s: Atomic Request payload %d AOpCode %s" % (where, payload, aop))
     elif op == 11:
         fails.check(payload == 12 and first(df, "iwarp_rdma.atomic.original_request_identifier")
