@@ -45,6 +45,7 @@ uint64_t element(const void* p, size_t size) {
 }
 
 struct AtomicArgs {
+  fi_addr_t dest;
   const void* operand;
   const void* compare;  // FI_CSWAP
   void* result;         // null: no fetch; the old value lands in the op
@@ -64,7 +65,9 @@ ssize_t do_atomic(Ep* ep, const AtomicArgs& a) {
   const size_t size = atomic_size(a.dt, a.op, kind);
   if (a.addr % size != 0) return -FI_EINVAL;  // RFC 7306 acts on aligned words
   std::lock_guard g(ep->dom->core().mu);
-  if (!ep->qp) return -FI_EOPBADSTATE;
+  int err = 0;
+  Qp* qp = target_qp(ep, a.dest, &err);
+  if (!qp) return err;
   uint64_t f = FI_ATOMIC | (a.result ? FI_READ : FI_WRITE);
   Op* op = new_op(ep, a.ctx, f, a.flags | ep->tx_flags, true,
                   a.result ? ep->read_cntr : ep->write_cntr);
@@ -101,14 +104,14 @@ ssize_t do_atomic(Ep* ep, const AtomicArgs& a) {
   void* sink = direct ? a.result : &op->result;
   wr.sg_list[0] = Sge{reinterpret_cast<uint64_t>(sink), sizeof(uint64_t),
                       direct && mr ? mr->mr->stag : 0};
-  return post_send(ep, wr, op);
+  return post_send(ep, qp, wr, op);
 }
 
-ssize_t at_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t, uint64_t addr,
+ssize_t at_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr,
                  uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
   if (!valid(dt, op, AtomicKind::kWrite, count)) return -FI_EOPNOTSUPP;
   return do_atomic(from_fid<Ep>(f),
-                   {buf, nullptr, nullptr, nullptr, addr, key, dt, op, ctx, 0, true});
+                   {dest, buf, nullptr, nullptr, nullptr, addr, key, dt, op, ctx, 0, true});
 }
 ssize_t at_writev(fid_ep* f, const fi_ioc* iov, void** desc, size_t count, fi_addr_t a,
                   uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
@@ -119,23 +122,23 @@ ssize_t at_writemsg(fid_ep* f, const fi_msg_atomic* m, uint64_t flags) {
   if (m->iov_count != 1 || m->rma_iov_count != 1 ||
       !valid(m->datatype, m->op, AtomicKind::kWrite, m->msg_iov[0].count))
     return -FI_EOPNOTSUPP;
-  return do_atomic(from_fid<Ep>(f), {m->msg_iov[0].addr, nullptr, nullptr, nullptr,
+  return do_atomic(from_fid<Ep>(f), {m->addr, m->msg_iov[0].addr, nullptr, nullptr, nullptr,
                                      m->rma_iov[0].addr, m->rma_iov[0].key, m->datatype, m->op,
                                      m->context, flags, true});
 }
-ssize_t at_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t, uint64_t addr, uint64_t key,
+ssize_t at_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
                   fi_datatype dt, fi_op op) {
   if (!valid(dt, op, AtomicKind::kWrite, count)) return -FI_EOPNOTSUPP;
   return do_atomic(from_fid<Ep>(f),
-                   {buf, nullptr, nullptr, nullptr, addr, key, dt, op, nullptr, 0, false});
+                   {dest, buf, nullptr, nullptr, nullptr, addr, key, dt, op, nullptr, 0, false});
 }
 ssize_t at_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* result,
-                     void* result_desc, fi_addr_t, uint64_t addr, uint64_t key, fi_datatype dt,
+                     void* result_desc, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt,
                      fi_op op, void* ctx) {
   if (!valid(dt, op, AtomicKind::kFetch, count)) return -FI_EOPNOTSUPP;
   if (!result) return -FI_EINVAL;
   return do_atomic(from_fid<Ep>(f),
-                   {buf, nullptr, result, result_desc, addr, key, dt, op, ctx, 0, true});
+                   {dest, buf, nullptr, result, result_desc, addr, key, dt, op, ctx, 0, true});
 }
 ssize_t at_readwritev(fid_ep* f, const fi_ioc* iov, void** desc, size_t count, fi_ioc* res,
                       void** res_desc, size_t res_count, fi_addr_t a, uint64_t addr, uint64_t key,
@@ -150,18 +153,18 @@ ssize_t at_readwritemsg(fid_ep* f, const fi_msg_atomic* m, fi_ioc* res, void** r
       !valid(m->datatype, m->op, AtomicKind::kFetch, m->msg_iov[0].count))
     return -FI_EOPNOTSUPP;
   if (!res[0].addr) return -FI_EINVAL;
-  return do_atomic(from_fid<Ep>(f), {m->msg_iov[0].addr, nullptr, res[0].addr,
+  return do_atomic(from_fid<Ep>(f), {m->addr, m->msg_iov[0].addr, nullptr, res[0].addr,
                                      res_desc ? res_desc[0] : nullptr, m->rma_iov[0].addr,
                                      m->rma_iov[0].key, m->datatype, m->op, m->context, flags,
                                      true});
 }
 ssize_t at_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void* compare, void*,
-                     void* result, void* result_desc, fi_addr_t, uint64_t addr, uint64_t key,
+                     void* result, void* result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,
                      fi_datatype dt, fi_op op, void* ctx) {
   if (!valid(dt, op, AtomicKind::kCompare, count)) return -FI_EOPNOTSUPP;
   if (!compare || !result) return -FI_EINVAL;
   return do_atomic(from_fid<Ep>(f),
-                   {buf, compare, result, result_desc, addr, key, dt, op, ctx, 0, true});
+                   {dest, buf, compare, result, result_desc, addr, key, dt, op, ctx, 0, true});
 }
 ssize_t at_compwritev(fid_ep* f, const fi_ioc* iov, void** desc, size_t count,
                       const fi_ioc* cmp, void** cmp_desc, size_t cmp_count, fi_ioc* res,
@@ -179,7 +182,7 @@ ssize_t at_compwritemsg(fid_ep* f, const fi_msg_atomic* m, const fi_ioc* cmp, vo
       !valid(m->datatype, m->op, AtomicKind::kCompare, m->msg_iov[0].count))
     return -FI_EOPNOTSUPP;
   if (!cmp[0].addr || !res[0].addr) return -FI_EINVAL;
-  return do_atomic(from_fid<Ep>(f), {m->msg_iov[0].addr, cmp[0].addr, res[0].addr,
+  return do_atomic(from_fid<Ep>(f), {m->addr, m->msg_iov[0].addr, cmp[0].addr, res[0].addr,
                                      res_desc ? res_desc[0] : nullptr, m->rma_iov[0].addr,
                                      m->rma_iov[0].key, m->datatype, m->op, m->context, flags,
                                      true});

@@ -27,6 +27,9 @@ constexpr uint64_t kMsgModifiers = FI_SEND | FI_RECV;
 constexpr uint64_t kRmaModifiers = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 constexpr uint64_t kSecondaryCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | kRmaModifiers;
+// The native FI_EP_RDM endpoint (rdm_ep.cc): one-sided traffic; ofi_rxm
+// over FI_EP_MSG serves messages.
+constexpr uint64_t kRdmCaps = kRmaCaps | kSecondaryCaps;
 // FI_REMOTE_CQ_DATA is no capability bit, but some applications put it there.
 constexpr uint64_t kCaps =
     kPrimaryCaps | kMsgModifiers | kRmaModifiers | kSecondaryCaps | FI_REMOTE_CQ_DATA;
@@ -146,8 +149,8 @@ int set_addrs(const char* node, const char* service, uint64_t flags, const fi_in
 // Endpoint attributes the hints may ask for (ofi_check_ep_attr).
 bool check_ep(const fi_ep_attr* he, uint64_t caps) {
   if (!he) return true;
-  if (he->type != FI_EP_UNSPEC && he->type != FI_EP_MSG)
-    return reject("endpoint type (FI_EP_MSG only)");
+  if (he->type != FI_EP_UNSPEC && he->type != FI_EP_MSG && he->type != FI_EP_RDM)
+    return reject("endpoint type (FI_EP_MSG, or FI_EP_RDM for RMA and atomics)");
   if (he->protocol != FI_PROTO_UNSPEC && he->protocol != FI_PROTO_IWARP)
     return reject("protocol (iWARP only)");
   if (he->protocol_version > 1) return reject("protocol version");
@@ -238,8 +241,11 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   const fi_rx_attr* hr = h ? h->rx_attr : nullptr;
   const fi_fabric_attr* hf = h ? h->fabric_attr : nullptr;
   const uint64_t hcaps = h ? h->caps : 0;
+  const bool rdm = he && he->type == FI_EP_RDM;
 
   if (hcaps & ~kCaps) return reject("capabilities");
+  if (rdm && (hcaps & ~kRdmCaps))
+    return reject("FI_EP_RDM capabilities (FI_RMA and FI_ATOMIC; ofi_rxm serves messages)");
   if (h && h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
       h->addr_format != FI_SOCKADDR_IN)
     return reject("address format (FI_SOCKADDR_IN only)");
@@ -247,16 +253,17 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
 
   // Remote CQ data (RFC 7306 Immediate Data) consumes a posted receive at
   // the target: the application must accept FI_RX_CQ_DATA mode for it.
-  const bool rx_cq_data = h && (h->mode & FI_RX_CQ_DATA);
+  const bool rx_cq_data = !rdm && h && (h->mode & FI_RX_CQ_DATA);
   if ((hcaps & FI_REMOTE_CQ_DATA) && !rx_cq_data)
     return reject("FI_REMOTE_CQ_DATA needs FI_RX_CQ_DATA mode");
   const size_t cq_data_size = rx_cq_data ? kCqDataSize : 0;
   const size_t inject_size = static_cast<size_t>(settings::get_int(settings::Id::kInjectSize));
 
   // Asked-for primary caps and modifiers plus all secondary ones.
-  uint64_t caps = hcaps ? with_modifiers(hcaps) | kSecondaryCaps : kDefaultCaps;
+  uint64_t caps = hcaps ? with_modifiers(hcaps) | kSecondaryCaps : rdm ? kRdmCaps : kDefaultCaps;
   int mr_mode = 0;
   if (!match_mr_mode(version, hd, caps, &mr_mode)) {
+    if (rdm) return reject("mr_mode: need VIRT_ADDR|ALLOCATED|PROV_KEY (or FI_MR_BASIC) for RMA");
     // Unasked-for RMA is dropped rather than failing a plain query (rxm
     // opens its fabric this way); asked-for RMA needs the MR modes.
     if (hcaps) return reject("mr_mode: need VIRT_ADDR|ALLOCATED|PROV_KEY (or FI_MR_BASIC) for RMA");
@@ -280,7 +287,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   d->control_progress = progress(hd ? hd->control_progress : FI_PROGRESS_UNSPEC);
   d->data_progress = progress(hd ? hd->data_progress : FI_PROGRESS_UNSPEC);
   d->resource_mgmt = FI_RM_ENABLED;
-  d->av_type = FI_AV_UNSPEC;
+  d->av_type = rdm && hd ? hd->av_type : FI_AV_UNSPEC;
   d->mr_mode = mr_mode;
   d->mr_key_size = kKeySize;
   d->cq_data_size = cq_data_size;
@@ -301,7 +308,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   f->prov_version = g_prov.version;
 
   fi_ep_attr* e = info->ep_attr;
-  e->type = FI_EP_MSG;
+  e->type = rdm ? FI_EP_RDM : FI_EP_MSG;
   e->protocol = FI_PROTO_IWARP;
   e->protocol_version = 1;
   e->max_msg_size = kMaxMsg;

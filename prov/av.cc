@@ -247,6 +247,7 @@ int av_bind(fid* f, fid* bf, uint64_t flags) {
 int av_close(fid* f) {
   auto* av = from_fid<Av>(f);
   Domain* dom = av->dom;
+  if (av->users.open.load() != 0) return -FI_EBUSY;  // an endpoint still names its peers by it
   {
     std::lock_guard g(dom->core().mu);
     if (av->eq) av->eq->users.drop();
@@ -262,6 +263,11 @@ fi_ops_av g_av_ops = {sizeof(fi_ops_av), av_insert, av_insertsvc, av_insertsym, 
                       av_lookup,         av_straddr, av_set};
 
 }  // namespace
+
+const sockaddr_in* av_name(const Av* av, fi_addr_t addr) {
+  if (addr >= av->names.size() || av->names[addr].sin_family == 0) return nullptr;
+  return &av->names[addr];
+}
 
 int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** out, void* context) {
   if (attr == nullptr || out == nullptr) return -FI_EINVAL;

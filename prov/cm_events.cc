@@ -45,6 +45,10 @@ void Core::dispatch_cm() {
   CmEvent ev;
   while (engine->poll_cm(&ev)) {
     if (ev.type == CmEventType::kConnectRequest) {
+      if (auto rit = rdm_listeners.find(ev.listener); rit != rdm_listeners.end()) {
+        rdm_conn_request(rit->second, ev);
+        continue;
+      }
       auto pit = peps.find(ev.listener);
       if (pit == peps.end() || !pit->second->eq) {
         engine->reject(ev.req, nullptr, 0);
@@ -63,6 +67,10 @@ void Core::dispatch_cm() {
       continue;
     }
     auto eit = eps.find(ev.qp);
+    if (eit != eps.end() && eit->second->rdm) {
+      rdm_conn_event(eit->second, ev);
+      continue;
+    }
     if (eit == eps.end() || !eit->second->eq) continue;
     Ep* ep = eit->second;
     fid_t f = &ep->fid.fid;

@@ -21,6 +21,7 @@ int ep_close(fid* f) {
   std::lock_guard g(core.mu);
   if (ep->req) core.engine->reject(ep->req, nullptr, 0);  // taken, never accepted
   ep->req = nullptr;
+  if (ep->rdm) rdm_close(ep);
   if (ep->qp) {
     core.eps.erase(ep->qp);
     core.engine->destroy_qp(ep->qp);  // flushes: pending ops complete as canceled
@@ -39,6 +40,14 @@ int ep_bind(fid* f, fid* bf, uint64_t flags) {
     case FI_CLASS_EQ:
       ep->eq = from_fid<Eq>(bf);
       return 0;
+    case FI_CLASS_AV: {
+      if (!ep->rdm || ep->rdm->av) return -FI_EINVAL;  // connectionless endpoints, one AV
+      auto* av = from_fid<Av>(bf);
+      if (av->dom != ep->dom) return -FI_EINVAL;
+      ep->rdm->av = av;
+      av->users.add();
+      return 0;
+    }
     case FI_CLASS_CQ:
       if (flags & FI_TRANSMIT) {
         ep->tx_cq = from_fid<Cq>(bf);
@@ -64,7 +73,8 @@ int ep_bind(fid* f, fid* bf, uint64_t flags) {
   }
 }
 
-// The engine QP is created at enable, when the CQs are known.
+// The engine QP is created at enable, when the CQs are known (an RDM
+// endpoint's QPs as it connects, rdm_ep.cc).
 int ep_enable(Ep* ep) {
   Core& core = ep->dom->core();
   if (ep->enabled) return 0;
@@ -78,12 +88,12 @@ int ep_enable(Ep* ep) {
       ep->dom->sink->sink = true;
     }
   }
-  Cq* tx = ep->tx_cq ? ep->tx_cq : ep->dom->sink;
-  Cq* rx = ep->rx_cq ? ep->rx_cq : ep->dom->sink;
-  QpInit init{.pd = ep->dom->pd, .send_cq = tx->ecq, .recv_cq = rx->ecq,
-              .sq_depth = static_cast<uint32_t>(ep->info->tx_attr->size),
-              .rq_depth = static_cast<uint32_t>(ep->info->rx_attr->size)};
-  ep->qp = core.engine->create_qp(init);
+  if (ep->rdm) {
+    if (int rc = rdm_enable(ep); rc != 0) return rc;
+    ep->enabled = true;
+    return 0;
+  }
+  ep->qp = core.engine->create_qp(qp_init(ep));
   if (!ep->qp) return -FI_ENOMEM;
   core.eps[ep->qp] = ep;
   ep->enabled = true;
@@ -143,6 +153,7 @@ sockaddr_in ep_name(const Ep* ep) {
 int ep_getname(fid_t f, void* addr, size_t* len) {
   auto* ep = from_fid<Ep>(f);
   std::lock_guard g(ep->dom->core().mu);
+  if (ep->rdm) return ep->enabled ? copy_name(ep->rdm->name, addr, len) : -FI_EOPBADSTATE;
   return copy_name(ep_name(ep), addr, len);
 }
 
@@ -152,31 +163,6 @@ int ep_getpeer(fid_ep* f, void* addr, size_t* len) {
 
 int ep_setname(fid_t, void*, size_t) { return -FI_ENOSYS; }
 
-// How long fi_connect keeps asking for a link to a live peer (see below).
-std::chrono::milliseconds connect_timeout() {
-  return std::chrono::milliseconds(settings::get_int(settings::Id::kConnectTimeoutMs));
-}
-
-// On the DPDK mesh the first connect to a process sets up a memif link and
-// the engine gives each attempt a few seconds. MPI ranks start together and
-// connect to each other at once, on a host other jobs may load: both ends'
-// set-up (memif probe, socket handshake on EAL's interrupt thread) can take
-// longer, and rxm would turn the -FI_ETIMEDOUT into a failed MPI call.
-// The half-made link stays and the peer's answer is still queued, so a
-// second attempt picks up where the first stopped. A dead or unknown peer
-// fails at once (refused, or unreachable), so this never waits on a
-// process that left.
-// Open: each attempt blocks in the mesh's link set-up (up to 10 s, holding
-// the engine's API lock), so one slow link stalls the process's other
-// connections; an asynchronous first connect would not.
-int connect_with_retry(Ep* ep, const void* param, size_t len) {
-  const auto end = std::chrono::steady_clock::now() + connect_timeout();
-  for (;;) {
-    int rc = ep->dom->core().engine->connect(ep->qp, ep->peer, param, len);
-    if (rc != -ETIMEDOUT || std::chrono::steady_clock::now() >= end) return rc;
-    FI_INFO(&g_prov, FI_LOG_EP_CTRL, "link to the peer not up yet; connecting again\n");
-  }
-}
 
 // What a connection attempt can come to (the kernel's connect(2) says these
 // after the SYN): reported on the EQ, as when the stream fails later.
@@ -192,7 +178,7 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t len) {
   const void* dst = addr ? addr : ep->info->dest_addr;
   if (!dst) return -FI_EINVAL;
   std::memcpy(&ep->peer, dst, sizeof(sockaddr_in));
-  const int rc = connect_with_retry(ep, param, len);
+  const int rc = connect_with_retry(ep, ep->qp, ep->peer, param, len);
   if (!is_connect_outcome(rc)) return fi_error(rc);
   // Found out before a stream existed (the DPDK mesh knows who listens on
   // this host), but an outcome all the same: an EQ error entry, as over
@@ -230,8 +216,40 @@ fi_ops_cm g_ep_cm_ops = {sizeof(fi_ops_cm), ep_setname, ep_getname, ep_getpeer, 
 
 }  // namespace
 
+QpInit qp_init(Ep* ep) {
+  Cq* tx = ep->tx_cq ? ep->tx_cq : ep->dom->sink;
+  Cq* rx = ep->rx_cq ? ep->rx_cq : ep->dom->sink;
+  return QpInit{.pd = ep->dom->pd, .send_cq = tx->ecq, .recv_cq = rx->ecq,
+                .sq_depth = static_cast<uint32_t>(ep->info->tx_attr->size),
+                .rq_depth = static_cast<uint32_t>(ep->info->rx_attr->size)};
+}
+
+// On the DPDK mesh the first connect to a process sets up a memif link and
+// the engine gives each attempt a few seconds. MPI ranks start together and
+// connect to each other at once, on a host other jobs may load: both ends'
+// set-up (memif probe, socket handshake on EAL's interrupt thread) can take
+// longer, and rxm would turn the -FI_ETIMEDOUT into a failed MPI call.
+// The half-made link stays and the peer's answer is still queued, so a
+// second attempt picks up where the first stopped. A dead or unknown peer
+// fails at once (refused, or unreachable), so this never waits on a
+// process that left.
+// Open: each attempt blocks in the mesh's link set-up (up to 10 s, holding
+// the engine's API lock), so one slow link stalls the process's other
+// connections; an asynchronous first connect would not.
+int connect_with_retry(Ep* ep, Qp* qp, const sockaddr_in& peer, const void* param, size_t len) {
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(settings::get_int(settings::Id::kConnectTimeoutMs));
+  for (;;) {
+    int rc = ep->dom->core().engine->connect(qp, peer, param, len);
+    if (rc != -ETIMEDOUT || std::chrono::steady_clock::now() >= end) return rc;
+    FI_INFO(&g_prov, FI_LOG_EP_CTRL, "link to the peer not up yet; connecting again\n");
+  }
+}
+
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
-  if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
+  if (!info || !info->ep_attr || !info->tx_attr || !info->rx_attr ||
+      (info->ep_attr->type != FI_EP_MSG && info->ep_attr->type != FI_EP_RDM))
+    return -FI_EINVAL;
   auto* ep = new Ep{};
   ep->dom = from_fid<Domain>(domain);
   ep->dom->children.add();
@@ -248,6 +266,7 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   }
   if (info->dest_addr && info->dest_addrlen >= sizeof(sockaddr_in))
     std::memcpy(&ep->peer, info->dest_addr, sizeof(sockaddr_in));
+  if (info->ep_attr->type == FI_EP_RDM) ep->rdm = std::make_unique<RdmConns>();
   ep->fid.fid.fclass = FI_CLASS_EP;
   ep->fid.fid.context = context;
   ep->fid.fid.ops = &g_ep_fi_ops;

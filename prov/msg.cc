@@ -61,7 +61,7 @@ ssize_t do_send(Ep* ep, const iovec* iov, void** desc, size_t count, void* ctx, 
     wr.sg_list[wr.num_sge++] = Sge{reinterpret_cast<uint64_t>(&op->trailer), kTrailer, 0};
     wr.flags |= kWrSolicited;
   }
-  return post_send(ep, wr, op, flags & FI_PRIORITY);
+  return post_send(ep, ep->qp, wr, op, flags & FI_PRIORITY);
 }
 
 // The trailer's 8 bytes at offset off of the receive's buffers + slot.

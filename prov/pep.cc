@@ -39,17 +39,8 @@ int pep_listen(fid_pep* f) {
   std::lock_guard g(pep->core().mu);
   if (pep->listener) return 0;
   if (!pep->eq) return -FI_ENOEQ;
-  int rc = pep->core().engine->listen(pep->addr, 1024, &pep->listener);
-  if (rc < 0) return fi_error(rc);
-  const sockaddr_in bound = pep->core().engine->listen_addr(pep->listener);
-  pep->elsewhere = bound.sin_addr.s_addr != pep->addr.sin_addr.s_addr;
-  pep->addr.sin_port = bound.sin_port;
-  // Named nothing (wildcard, loopback) but answering on the host's own
-  // address too (the host path): peers elsewhere must be told that one, as
-  // the tcp provider names its interface's address.
-  if (unnamed(pep->addr.sin_addr) && !unnamed(bound.sin_addr) &&
-      !net::Rendezvous::is_virtual(bound.sin_addr))
-    pep->addr.sin_addr = bound.sin_addr;
+  if (int rc = listen_named(pep->core(), &pep->addr, &pep->listener, &pep->elsewhere); rc != 0)
+    return rc;
   // Connection requests carry this info: its source is where we listen.
   std::free(pep->info->src_addr);
   pep->info->src_addr = std::malloc(sizeof(sockaddr_in));
@@ -98,6 +89,21 @@ fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), pep_setname, pep_getname, no_getpee
                           pep_listen, no_accept, pep_reject, no_shutdown, no_join};
 
 }  // namespace
+
+int listen_named(Core& core, sockaddr_in* addr, Listener** out, bool* elsewhere) {
+  int rc = core.engine->listen(*addr, 1024, out);
+  if (rc < 0) return fi_error(rc);
+  const sockaddr_in bound = core.engine->listen_addr(*out);
+  *elsewhere = bound.sin_addr.s_addr != addr->sin_addr.s_addr;
+  addr->sin_port = bound.sin_port;
+  // Named nothing (wildcard, loopback) but answering on the host's own
+  // address too (the host path): peers elsewhere must be told that one, as
+  // the tcp provider names its interface's address.
+  if (unnamed(addr->sin_addr) && !unnamed(bound.sin_addr) &&
+      !net::Rendezvous::is_virtual(bound.sin_addr))
+    addr->sin_addr = bound.sin_addr;
+  return 0;
+}
 
 sockaddr_in user_peer(const Pep* pep, const sockaddr_in& conn_peer) {
   if (!pep->elsewhere || !net::Rendezvous::is_virtual(conn_peer.sin_addr)) return conn_peer;

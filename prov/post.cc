@@ -69,7 +69,7 @@ bool needs_fence(const Op* op, WrOpcode opcode) {
 
 }  // namespace
 
-ssize_t post_send(Ep* ep, SendWr& wr, Op* op, bool priority) {
+ssize_t post_send(Ep* ep, Qp* qp, SendWr& wr, Op* op, bool priority) {
   Engine& eng = *ep->dom->core().engine;
   const bool fence = needs_fence(op, wr.opcode);
   const bool credit = consumes_recv(wr.opcode);
@@ -81,14 +81,14 @@ ssize_t post_send(Ep* ep, SendWr& wr, Op* op, bool priority) {
   }
   wr.wr_id = reinterpret_cast<uint64_t>(op) | (fence ? 1 : 0);
   wr.flags |= kWrSignaled;  // the provider decides what to report
-  if (int rc = eng.post_send(ep->qp, wr); rc != 0) {
+  if (int rc = eng.post_send(qp, wr); rc != 0) {
     if (credit) return_credit(ep);
     free_op(op);
     return fi_error(rc);
   }
   if (!fence) return 0;
   SendWr rd{.wr_id = reinterpret_cast<uint64_t>(op), .opcode = WrOpcode::kRead};
-  if (eng.post_send(ep->qp, rd) == 0) {
+  if (eng.post_send(qp, rd) == 0) {
     op->pending = 2;
   } else {
     // No room for the Read (the data request is out already): the

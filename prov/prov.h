@@ -93,6 +93,7 @@ struct WaitFd {
 struct Cntr;
 struct Pep;
 struct Ep;
+struct RdmConns;
 
 struct Op;
 
@@ -132,7 +133,8 @@ struct Core {
     void unlock() { core->engine->unlock(); }
   } mu{this};
   std::map<Listener*, Pep*> peps;
-  std::map<Qp*, Ep*> eps;
+  std::map<Listener*, Ep*> rdm_listeners;  // native FI_EP_RDM endpoints' (rdm_ep.cc)
+  std::map<Qp*, Ep*> eps;                  // theirs among them
   std::vector<Cq*> cqs;
   OpPool ops;
   // --- progress.cc ---
@@ -258,7 +260,10 @@ struct Av {
   Eq* eq = nullptr;
   std::vector<sockaddr_in> names;  // sin_family 0: a free entry
   std::set<fi_addr_t> free_slots;  // the lowest is taken first
+  Children users;                  // endpoints bound to it (fi_close answers -FI_EBUSY)
 };
+// The name at an AV entry; null for one not in use.
+const sockaddr_in* av_name(const Av* av, fi_addr_t addr);
 
 struct MemRegion {
   fid_mr fid;
@@ -313,6 +318,9 @@ EqItem err_item(fid_t f, int err, int prov_errno, const std::vector<uint8_t>& da
 // A connection's peer as the user sees it (pep.cc): the transport's, or the
 // listener's named address with the peer's port when it listens elsewhere.
 sockaddr_in user_peer(const Pep* pep, const sockaddr_in& conn_peer);
+// Listens at *addr (pep.cc); *addr becomes the name peers reach it by, and
+// *elsewhere says whether the transport listens at another address.
+int listen_named(Core& core, sockaddr_in* addr, Listener** out, bool* elsewhere);
 
 // info->handle of a FI_CONNREQ: names the engine's pending connection.
 struct ConnHandle {
@@ -343,7 +351,29 @@ struct Ep {
   uint64_t peer_credits = 0;
   int64_t credits_unsent = -1;
   int64_t threshold = INT64_MAX;
+  std::unique_ptr<RdmConns> rdm;  // a native FI_EP_RDM endpoint's connections
 };
+
+// --- rdm_ep.cc --- A native FI_EP_RDM endpoint (FI_RMA, FI_ATOMIC) keeps one
+// connection to each peer it sends to, made at its first operation there,
+// and accepts those its peers make to it (each side uses its own: two
+// endpoints that start at once simply have two).
+struct RdmConns {
+  Av* av = nullptr;
+  Listener* listener = nullptr;
+  sockaddr_in name{};            // where peers reach it (fi_getname)
+  std::map<fi_addr_t, Qp*> out;  // by the peer's AV entry
+  std::set<Qp*> in;
+};
+int rdm_open(Ep* ep);
+int rdm_enable(Ep* ep);
+void rdm_close(Ep* ep);
+// The QP an operation to dest goes on: the endpoint's own (FI_EP_MSG), or
+// the connection to dest, started now if there is none; null with *err.
+Qp* target_qp(Ep* ep, fi_addr_t dest, int* err);
+// The engine's CM events for RDM endpoints (Core::dispatch_cm).
+void rdm_conn_request(Ep* ep, const CmEvent& ev);
+void rdm_conn_event(Ep* ep, const CmEvent& ev);
 
 // --- object constructors, one file each ---
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
@@ -381,7 +411,11 @@ void atomic_fetched(Op* op);  // on success, before the completion is seen
 Op* new_op(Ep* ep, void* context, uint64_t flags, uint64_t op_flags, bool tx, Cntr* cntr);
 void free_op(Op* op);
 // priority: rxm's credit message (FI_PRIORITY), which may take the last credit.
-ssize_t post_send(Ep* ep, SendWr& wr, Op* op, bool priority = false);
+ssize_t post_send(Ep* ep, Qp* qp, SendWr& wr, Op* op, bool priority = false);
+// --- ep.cc --- what the endpoint's QPs are made with (its CQs, sizes), and
+// a connect that waits for a link still being set up.
+QpInit qp_init(Ep* ep);
+int connect_with_retry(Ep* ep, Qp* qp, const sockaddr_in& peer, const void* param, size_t len);
 // The operation an engine completion belongs to, once all of its work
 // requests are done (see post.cc); null while some are outstanding. *wc
 // becomes the completion that speaks for the whole operation.

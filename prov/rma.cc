@@ -9,6 +9,7 @@ namespace softrdma::prov {
 namespace {
 
 struct Rma {
+  fi_addr_t dest;
   const iovec* iov;
   void** desc;
   size_t count;
@@ -19,8 +20,13 @@ struct Rma {
 };
 
 ssize_t do_rma(Ep* ep, const Rma& r, WrOpcode opcode, uint64_t data, bool report) {
+  // Immediate Data consumes a receive, which an RDM endpoint's peer has not
+  // posted (cq_data_size 0).
+  if (ep->rdm && opcode == WrOpcode::kWriteWithImm) return -FI_EOPNOTSUPP;
   std::lock_guard g(ep->dom->core().mu);
-  if (!ep->qp) return -FI_EOPBADSTATE;
+  int err = 0;
+  Qp* qp = target_qp(ep, r.dest, &err);
+  if (!qp) return err;
   const bool read = opcode == WrOpcode::kRead;
   Op* op = new_op(ep, r.ctx, (read ? FI_READ : FI_WRITE) | FI_RMA, r.flags | ep->tx_flags, true,
                   read ? ep->read_cntr : ep->write_cntr);
@@ -34,60 +40,60 @@ ssize_t do_rma(Ep* ep, const Rma& r, WrOpcode opcode, uint64_t data, bool report
     free_op(op);
     return -FI_EINVAL;
   }
-  return post_send(ep, wr, op);
+  return post_send(ep, qp, wr, op);
 }
 
 WrOpcode write_op(uint64_t flags) {
   return (flags & FI_REMOTE_CQ_DATA) ? WrOpcode::kWriteWithImm : WrOpcode::kWrite;
 }
 
-ssize_t rma_read(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t, uint64_t addr,
+ssize_t rma_read(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
                  uint64_t key, void* ctx) {
   iovec v{buf, len};
-  return do_rma(from_fid<Ep>(f), {&v, &desc, 1, addr, key, ctx, 0}, WrOpcode::kRead, 0, true);
+  return do_rma(from_fid<Ep>(f), {dest, &v, &desc, 1, addr, key, ctx, 0}, WrOpcode::kRead, 0, true);
 }
-ssize_t rma_readv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t,
+ssize_t rma_readv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                   uint64_t addr, uint64_t key, void* ctx) {
-  return do_rma(from_fid<Ep>(f), {iov, desc, count, addr, key, ctx, 0}, WrOpcode::kRead, 0, true);
+  return do_rma(from_fid<Ep>(f), {dest, iov, desc, count, addr, key, ctx, 0}, WrOpcode::kRead, 0, true);
 }
 ssize_t rma_readmsg(fid_ep* f, const fi_msg_rma* m, uint64_t flags) {
   if (m->rma_iov_count != 1) return -FI_EINVAL;
   return do_rma(from_fid<Ep>(f),
-                {m->msg_iov, m->desc, m->iov_count, m->rma_iov[0].addr, m->rma_iov[0].key,
+                {m->addr, m->msg_iov, m->desc, m->iov_count, m->rma_iov[0].addr, m->rma_iov[0].key,
                  m->context, flags},
                 WrOpcode::kRead, 0, true);
 }
-ssize_t rma_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t, uint64_t addr,
+ssize_t rma_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
                   uint64_t key, void* ctx) {
   iovec v{const_cast<void*>(buf), len};
-  return do_rma(from_fid<Ep>(f), {&v, &desc, 1, addr, key, ctx, 0}, WrOpcode::kWrite, 0, true);
+  return do_rma(from_fid<Ep>(f), {dest, &v, &desc, 1, addr, key, ctx, 0}, WrOpcode::kWrite, 0, true);
 }
-ssize_t rma_writev(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t,
+ssize_t rma_writev(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                    uint64_t addr, uint64_t key, void* ctx) {
-  return do_rma(from_fid<Ep>(f), {iov, desc, count, addr, key, ctx, 0}, WrOpcode::kWrite, 0, true);
+  return do_rma(from_fid<Ep>(f), {dest, iov, desc, count, addr, key, ctx, 0}, WrOpcode::kWrite, 0, true);
 }
 ssize_t rma_writemsg(fid_ep* f, const fi_msg_rma* m, uint64_t flags) {
   if (m->rma_iov_count != 1) return -FI_EINVAL;
   return do_rma(from_fid<Ep>(f),
-                {m->msg_iov, m->desc, m->iov_count, m->rma_iov[0].addr, m->rma_iov[0].key,
+                {m->addr, m->msg_iov, m->desc, m->iov_count, m->rma_iov[0].addr, m->rma_iov[0].key,
                  m->context, flags},
                 write_op(flags), m->data, true);
 }
-ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t, uint64_t addr, uint64_t key) {
+ssize_t rma_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) {
   iovec v{const_cast<void*>(buf), len};
-  return do_rma(from_fid<Ep>(f), {&v, nullptr, 1, addr, key, nullptr, FI_INJECT},
+  return do_rma(from_fid<Ep>(f), {dest, &v, nullptr, 1, addr, key, nullptr, FI_INJECT},
                 WrOpcode::kWrite, 0, false);
 }
 ssize_t rma_writedata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
-                      fi_addr_t, uint64_t addr, uint64_t key, void* ctx) {
+                      fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx) {
   iovec v{const_cast<void*>(buf), len};
-  return do_rma(from_fid<Ep>(f), {&v, &desc, 1, addr, key, ctx, FI_REMOTE_CQ_DATA},
+  return do_rma(from_fid<Ep>(f), {dest, &v, &desc, 1, addr, key, ctx, FI_REMOTE_CQ_DATA},
                 WrOpcode::kWriteWithImm, data, true);
 }
-ssize_t rma_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t,
+ssize_t rma_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                        uint64_t addr, uint64_t key) {
   iovec v{const_cast<void*>(buf), len};
-  return do_rma(from_fid<Ep>(f), {&v, nullptr, 1, addr, key, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA},
+  return do_rma(from_fid<Ep>(f), {dest, &v, nullptr, 1, addr, key, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA},
                 WrOpcode::kWriteWithImm, data, false);
 }
 

@@ -48,7 +48,11 @@ extern "C" {
    * the most bytes one QP held at once, and the Sends beyond that bound   \
    * (each answered with a Terminate). */                                  \
   X(unexpected_msgs) X(unexpected_bytes) X(unexpected_bytes_hwm)           \
-  X(unexpected_overruns)
+  X(unexpected_overruns)                                                   \
+  /* --- Cumulative, RDMAP: the messages this process's work requests     \
+   * put on the wire, by kind (one however many FPDUs it takes): Sends,   \
+   * RDMA Writes, Read Requests, Atomic Requests (RFC 7306). */            \
+  X(sends_tx) X(writes_tx) X(read_requests_tx) X(atomic_requests_tx)
 
 struct softrdma_counters {
 #define SOFTRDMA_COUNTER_FIELD(name) uint64_t name;

@@ -235,6 +235,10 @@ Counters Engine::counters() {
   c.unexpected_bytes = stats_.unexpected_bytes;
   c.unexpected_bytes_hwm = stats_.unexpected_bytes_hwm;
   c.unexpected_overruns = stats_.unexpected_overruns;
+  c.sends_tx = stats_.sends_tx;
+  c.writes_tx = stats_.writes_tx;
+  c.read_requests_tx = stats_.read_requests_tx;
+  c.atomic_requests_tx = stats_.atomic_requests_tx;
   c.qps = qps_.size();
   c.cqs = cqs_.size();
   c.mrs = mrs_.live();

@@ -44,6 +44,11 @@ struct Stats {
   uint64_t unexpected_bytes = 0;      // their payload bytes
   uint64_t unexpected_bytes_hwm = 0;  // most bytes one QP held at once
   uint64_t unexpected_overruns = 0;   // Sends beyond the bound: Terminated
+  // Messages work requests put on the wire, by kind (counters.h).
+  uint64_t sends_tx = 0;
+  uint64_t writes_tx = 0;
+  uint64_t read_requests_tx = 0;
+  uint64_t atomic_requests_tx = 0;
 };
 
 struct Srq {
@@ -204,6 +209,7 @@ class Qp {
   bool tx_next_message();
   void tx_ctrl(RdmapOpcode op);
   bool tx_from_sq();
+  void count_message(RdmapOpcode op);  // Stats' messages by kind
   void tx_from_irq();
   bool tx_fpdu();
   const Sge* tx_sges() const;

@@ -117,6 +117,19 @@ void Qp::tx_from_irq() {
 }
 
 // Builds the next message of the SQ head, if ordering rules let it go.
+void Qp::count_message(RdmapOpcode op) {
+  switch (op) {
+    case RdmapOpcode::kSend:
+    case RdmapOpcode::kSendInv:
+    case RdmapOpcode::kSendSe:
+    case RdmapOpcode::kSendSeInv: ++stats_->sends_tx; break;
+    case RdmapOpcode::kRdmaWrite: ++stats_->writes_tx; break;
+    case RdmapOpcode::kRdmaReadReq: ++stats_->read_requests_tx; break;
+    case RdmapOpcode::kAtomicReq: ++stats_->atomic_requests_tx; break;
+    default: break;
+  }
+}
+
 bool Qp::tx_from_sq() {
   SqEntry& e = sq_.front();
   const SendWr& wr = e.wr;
@@ -283,7 +296,7 @@ bool Qp::tx_fpdu() {
   }
   tx_pos_ = f.end_pos();
   tx_.sent += chunk;
-  ++tx_.fpdus;
+  if (tx_.fpdus++ == 0 && tx_.origin == TxMsg::Origin::kSq) count_message(tx_.op);
   ++stats_->fpdus_tx;
   stats_->markers_tx += static_cast<uint64_t>(f.markers());
   if (data) stats_->payload_tx += chunk;

@@ -56,9 +56,10 @@
 #define MEM_SIZE (1024 * 1024)  // unused with MEM_USE_POOLS; sets mem_size_t to u32
 // Thousands of connections: 16384 active/TIME_WAIT pcbs (about 4 MiB; lwIP
 // recycles the oldest TIME_WAIT ones when this runs out), so a process can
-// hold 10,000 connections with room for their TIME_WAITs, and 64 listeners.
+// hold 10,000 connections with room for their TIME_WAITs, and 1024
+// listeners (each native RDM endpoint listens; a listener pcb is ~40 B).
 #define MEMP_NUM_TCP_PCB 16384
-#define MEMP_NUM_TCP_PCB_LISTEN 64
+#define MEMP_NUM_TCP_PCB_LISTEN 1024
 // One tcp_seg per queued TX segment and per out-of-order RX segment, shared
 // by all connections (a connection queues at most its peer's window plus
 // kLwipMaxTxSpace, ~1600 segments at MSS 1460). When these or the payload

@@ -1,0 +1,131 @@
+// Native FI_EP_RDM endpoints for one-sided traffic (FI_RMA, FI_ATOMIC): the
+// connections under them. An endpoint listens at enable, and fi_getname
+// hands out where. Its first operation to a peer (an AV entry) makes a QP
+// and connects to the peer's name with an RdmHello (rdm_wire.h) as the MPA
+// private data; the operation is posted at once and goes out when the
+// connection is up, as are those after it. A peer's connection request is
+// accepted if it carries a hello. A connection that fails or ends is
+// dropped, its outstanding operations completing in error, and the next
+// operation to that peer connects again. RMA and atomics need nothing of
+// the target's endpoint but its progress, so the two sides of a pair each
+// use the connection they made.
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "prov/prov.h"
+#include "prov/rdm_wire.h"
+
+namespace softrdma::prov {
+
+namespace {
+
+void drop(Ep* ep, Qp* qp) {
+  RdmConns& r = *ep->rdm;
+  std::erase_if(r.out, [qp](const auto& e) { return e.second == qp; });
+  r.in.erase(qp);
+  Core& core = ep->dom->core();
+  core.eps.erase(qp);
+  core.engine->destroy_qp(qp);  // outstanding operations complete as canceled
+}
+
+}  // namespace
+
+int rdm_enable(Ep* ep) {
+  RdmConns& r = *ep->rdm;
+  if (!r.av) return -FI_ENOAV;
+  Core& core = ep->dom->core();
+  r.name = local_addr();
+  if (ep->info->src_addr && ep->info->src_addrlen >= sizeof(sockaddr_in))
+    std::memcpy(&r.name, ep->info->src_addr, sizeof(r.name));
+  bool elsewhere = false;
+  if (int rc = listen_named(core, &r.name, &r.listener, &elsewhere); rc != 0) return rc;
+  core.rdm_listeners[r.listener] = ep;
+  return 0;
+}
+
+void rdm_close(Ep* ep) {
+  RdmConns& r = *ep->rdm;
+  Core& core = ep->dom->core();
+  if (r.listener) {
+    core.rdm_listeners.erase(r.listener);
+    core.engine->close_listener(r.listener);
+  }
+  while (!r.out.empty()) drop(ep, r.out.begin()->second);
+  while (!r.in.empty()) drop(ep, *r.in.begin());
+  if (r.av) r.av->users.drop();
+}
+
+Qp* target_qp(Ep* ep, fi_addr_t dest, int* err) {
+  if (!ep->rdm) {
+    if (!ep->qp) *err = -FI_EOPBADSTATE;
+    return ep->qp;
+  }
+  RdmConns& r = *ep->rdm;
+  if (!ep->enabled) {
+    *err = -FI_EOPBADSTATE;
+    return nullptr;
+  }
+  if (auto it = r.out.find(dest); it != r.out.end()) return it->second;
+  const sockaddr_in* peer = av_name(r.av, dest);
+  if (!peer) {
+    *err = -FI_EINVAL;  // not an address of the endpoint's AV
+    return nullptr;
+  }
+  Core& core = ep->dom->core();
+  Qp* qp = core.engine->create_qp(qp_init(ep));
+  if (!qp) {
+    *err = -FI_ENOMEM;
+    return nullptr;
+  }
+  const RdmHello hello = rdm_hello(ntohl(r.name.sin_addr.s_addr), ntohs(r.name.sin_port), 0);
+  if (int rc = connect_with_retry(ep, qp, *peer, &hello, sizeof(hello)); rc != 0) {
+    core.engine->destroy_qp(qp);
+    char name[INET_ADDRSTRLEN];
+    FI_WARN(&g_prov, FI_LOG_EP_CTRL, "RDM endpoint: no connection to %s:%u: %s\n",
+            inet_ntop(AF_INET, &peer->sin_addr, name, sizeof(name)), ntohs(peer->sin_port),
+            fi_strerror(-fi_error(rc)));
+    *err = fi_error(rc);
+    return nullptr;
+  }
+  core.eps[qp] = ep;
+  r.out[dest] = qp;
+  return qp;
+}
+
+void rdm_conn_request(Ep* ep, const CmEvent& ev) {
+  Core& core = ep->dom->core();
+  RdmHello hello;
+  if (!rdm_hello_ok(ev.private_data.data(), ev.private_data.size(), &hello)) {
+    FI_INFO(&g_prov, FI_LOG_EP_CTRL, "RDM endpoint: refused a connection without a hello\n");
+    core.engine->reject(ev.req, nullptr, 0);
+    return;
+  }
+  Qp* qp = core.engine->create_qp(qp_init(ep));
+  if (!qp) {
+    core.engine->reject(ev.req, nullptr, 0);
+    return;
+  }
+  if (core.engine->accept(ev.req, qp, nullptr, 0) != 0) {
+    core.engine->destroy_qp(qp);
+    return;
+  }
+  core.eps[qp] = ep;
+  ep->rdm->in.insert(qp);
+}
+
+void rdm_conn_event(Ep* ep, const CmEvent& ev) {
+  switch (ev.type) {
+    case CmEventType::kRejected:
+    case CmEventType::kUnreachable:
+    case CmEventType::kDisconnected:
+      FI_INFO(&g_prov, FI_LOG_EP_CTRL, "RDM endpoint: a connection ended (status %d)\n",
+              ev.status);
+      drop(ep, ev.qp);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace softrdma::prov
