@@ -5,12 +5,13 @@
 # step); a head node (the bridge's address in the root namespace) runs
 # mpirun with one hostfile, which starts the daemons through an rsh agent
 # (netns_rsh.sh) as the user nobody: 4 ranks per host, 8 in all, over
-# Open MPI's parameter set (--tune packaging/amca/softrdma; one-sided adds
-# --mca osc pt2pt), no per-rank or per-host setting (no FI_SOFTRDMA_*
-# variable at all).
+# Open MPI's parameter set (--tune packaging/amca/softrdma), no per-rank or
+# per-host setting (no FI_SOFTRDMA_* variable but FI_SOFTRDMA_STATS, which
+# only reports the counters).
 #
 # For mpi_p2p (0 B to 64 MiB, every ordered pair), mpi_coll and
-# mpi_onesided, asserts:
+# mpi_onesided (by RDMA as the parameter set has it, and over the MTL with
+# --mca osc pt2pt), asserts:
 #  - PASS, and all 8 ranks chose softrdma;ofi_rxm;
 #  - cross-host pairs took the bypass path: each host's NIC gave softrdma
 #    at least the frames the cross-host payload needs (hosts_lib.sh:
@@ -68,6 +69,10 @@ job() {
 job mpi_p2p $((4 * 64 * 1024 * 1024))
 job mpi_coll 0
 job mpi_onesided 0 --mca osc pt2pt  # one-sided over the MTL (see onesided.c)
+# By RDMA (osc rdma, the ofi BTL, softrdma's FI_EP_RDM), across the hosts too.
+job mpi_onesided 0 -x FI_SOFTRDMA_STATS=stderr
+bash "$(dirname "$0")/one_sided_rdma.sh" "$tmp/mpi_onesided.log" 8 ||
+  fail "mpi_onesided: one-sided traffic did not go by RDMA"
 for ((i = 0; i < nhosts; ++i)); do
   a=$(grep -c "(uid 65534) attached" "$tmp/switch$i.log")
   r=$(grep -c "(uid 0) attached" "$tmp/switch$i.log")

@@ -4,6 +4,8 @@
 # FI_PROVIDER_PATH), under a timeout, and checks that it really went that
 # way: the MTL picked softrdma;ofi_rxm, every rank opened memif links of the
 # DPDK mesh, and the program printed its PASS line.
+# ONE_SIDED_RDMA=1: the program's one-sided traffic must go by RDMA
+# (one_sided_rdma.sh reads the ranks' counters, FI_SOFTRDMA_STATS).
 # Usage: mpirun-softrdma.sh <dir with libsoftrdma-fi.so> <np> <seconds> <program> [mpirun options...]
 set -uo pipefail
 dir=$1 np=$2 secs=$3 prog=$4
@@ -21,6 +23,7 @@ if [[ -n ${MPIRUN_TUNE:-} ]]; then
 else
   select=(--mca pml cm --mca mtl ofi -x FI_PROVIDER=softrdma)
 fi
+[[ -n ${ONE_SIDED_RDMA:-} ]] && select+=(-x FI_SOFTRDMA_STATS=stderr)
 timeout -k 10 "$secs" mpirun --allow-run-as-root --oversubscribe -np "$np" \
   "${select[@]}" --mca mtl_ofi_verbose 1 \
   -x FI_PROVIDER_PATH="$dir" -x FI_SOFTRDMA_DEBUG=1 \
@@ -38,4 +41,7 @@ n=$(grep -c 'mtl:ofi:prov: softrdma;ofi_rxm' "$log")
 links=$(grep -o 'softrdma\[[0-9]*\]: link to' "$log" | sort -u | wc -l)
 (( links >= np )) || fail "only $links of $np ranks opened DPDK memif links"
 grep -q "^PASS " "$log" || fail "no PASS line"
+if [[ -n ${ONE_SIDED_RDMA:-} ]]; then
+  bash "$(dirname "$0")/one_sided_rdma.sh" "$log" "$np" || fail "one-sided traffic did not go by RDMA"
+fi
 echo "OK: $(basename "$prog") np=$np over softrdma;ofi_rxm on the DPDK memif mesh"
