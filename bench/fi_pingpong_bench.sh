@@ -18,7 +18,7 @@
 #          [-N bw-iters] [-T run-timeout-s] [-B budget-s] [-M table.md]
 #          [-c configs] [-r retries]
 # -c takes a comma-separated subset of: sr-dpdk-msg,sr-kernel-msg,tcp-msg,
-#    sr-dpdk-rdm,sr-kernel-rdm,tcp-rdm,shm-rdm (default: all); a softrdma one
+#    sr-dpdk-rdm,sr-kernel-rdm,tcp-rdm,shm-rdm,sr-dpdk-native (default: all); a softrdma one
 #    as NAME@ref loads the provider of the build given with -V ref-build-dir
 #    (a change's base, say), interleaved with the rest.
 # Time is bounded: every fi_pingpong process has its own deadline (-T, default
@@ -51,7 +51,7 @@ only=""
 retries=1
 ref_build=""
 failures=0
-all_cfgs=(sr-dpdk-msg sr-kernel-msg tcp-msg sr-dpdk-rdm sr-kernel-rdm tcp-rdm shm-rdm)
+all_cfgs=(sr-dpdk-msg sr-kernel-msg tcp-msg sr-dpdk-rdm sr-kernel-rdm tcp-rdm shm-rdm sr-dpdk-native)
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -99,13 +99,14 @@ fi
 
 # cfg NAME -> provider, endpoint type, softrdma transport ("" for peers).
 declare -A c_prov c_ep c_tr
+# sr-dpdk-native: softrdma's own FI_EP_RDM (ofi_rxm left out of the list).
 c_prov=([sr-dpdk-msg]=softrdma [sr-kernel-msg]=softrdma [tcp-msg]=tcp
         [sr-dpdk-rdm]="softrdma;ofi_rxm" [sr-kernel-rdm]="softrdma;ofi_rxm"
-        [tcp-rdm]="tcp;ofi_rxm" [shm-rdm]=shm)
+        [tcp-rdm]="tcp;ofi_rxm" [shm-rdm]=shm [sr-dpdk-native]=softrdma)
 c_ep=([sr-dpdk-msg]=msg [sr-kernel-msg]=msg [tcp-msg]=msg [sr-dpdk-rdm]=rdm
-      [sr-kernel-rdm]=rdm [tcp-rdm]=rdm [shm-rdm]=rdm)
+      [sr-kernel-rdm]=rdm [tcp-rdm]=rdm [shm-rdm]=rdm [sr-dpdk-native]=rdm)
 c_tr=([sr-dpdk-msg]=dpdk [sr-kernel-msg]=kernel [tcp-msg]="" [sr-dpdk-rdm]=dpdk
-      [sr-kernel-rdm]=kernel [tcp-rdm]="" [shm-rdm]="")
+      [sr-kernel-rdm]=kernel [tcp-rdm]="" [shm-rdm]="" [sr-dpdk-native]=dpdk)
 
 results=$here/results
 mkdir -p "$results"
@@ -142,6 +143,7 @@ run_once() {
     # keeps other jobs' meshes on this machine out of the way.
     envs=(FI_PROVIDER_PATH="$dir" FI_SOFTRDMA_TRANSPORT="$tr"
           FI_SOFTRDMA_RUNDIR="${FI_SOFTRDMA_RUNDIR:-$tmp/run}")
+    [[ $base == sr-dpdk-native ]] && envs+=(FI_PROVIDER=^ofi_rxm)
     mkdir -p "$tmp/run"
   fi
   local args=(-p "$prov" -e "$ep" -I "$iters" -S "$size")
@@ -282,6 +284,15 @@ table=$tmp/table.md
   row "8 B latency vs shm (rdm)" sr-dpdk-rdm shm-rdm 8 usec "<=" 2
   row "1 MiB bandwidth vs tcp;ofi_rxm (msg)" sr-dpdk-msg tcp-rdm 1048576 mbs ">=" 1
   row "1 MiB bandwidth vs tcp;ofi_rxm (rdm)" sr-dpdk-rdm tcp-rdm 1048576 mbs ">=" 1
+  echo
+  echo "Issue 16's target for softrdma's own FI_EP_RDM (ratio of medians), with its peers:"
+  echo
+  echo "| target | softrdma-dpdk | peer | ratio | limit | met |"
+  echo "|---|---|---|---|---|---|"
+  row "native rdm 8 B latency vs softrdma msg" sr-dpdk-native sr-dpdk-msg 8 usec "<=" 1.1
+  row "native rdm 8 B latency vs softrdma;ofi_rxm" sr-dpdk-native sr-dpdk-rdm 8 usec "<=" 1
+  row "native rdm 8 B latency vs tcp;ofi_rxm" sr-dpdk-native tcp-rdm 8 usec "<=" 1
+  row "native rdm 1 MiB bandwidth vs softrdma;ofi_rxm" sr-dpdk-native sr-dpdk-rdm 1048576 mbs ">=" 1
 } >"$table"
 echo
 cat "$table"

@@ -2,7 +2,9 @@
 # fi_pingpong over softrdma, server and client as two processes on this
 # machine, the client given 127.0.0.1 exactly as with the tcp provider, every
 # size (-S all: 0 B to 6 MiB) with data verification (-c).
-# Usage: pingpong_test.sh <dir with libsoftrdma-fi.so> <msg|rdm> [iterations]
+# rdm is ofi_rxm over softrdma's FI_EP_MSG; rdm-native softrdma's own
+# FI_EP_RDM endpoint (ofi_rxm left out, so -p softrdma names only it).
+# Usage: pingpong_test.sh <dir with libsoftrdma-fi.so> <msg|rdm|rdm-native> [iterations]
 set -euo pipefail
 dir=$1
 ep=$2
@@ -10,6 +12,10 @@ iters=${3:-10}
 export FI_PROVIDER_PATH=$dir
 prov=softrdma
 [[ $ep == rdm ]] && prov="softrdma;ofi_rxm"
+if [[ $ep == rdm-native ]]; then
+  ep=rdm
+  export FI_PROVIDER=^ofi_rxm
+fi
 # A free out-of-band port per run so that ctest -j can run tests side by side.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 log=$(mktemp -d)

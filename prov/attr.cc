@@ -27,16 +27,19 @@ constexpr uint64_t kMsgModifiers = FI_SEND | FI_RECV;
 constexpr uint64_t kRmaModifiers = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 constexpr uint64_t kSecondaryCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | kRmaModifiers;
-// The native FI_EP_RDM endpoint (rdm_ep.cc): one-sided traffic; ofi_rxm
-// over FI_EP_MSG serves messages.
-constexpr uint64_t kRdmCaps = kRmaCaps | kSecondaryCaps;
+// Only the native FI_EP_RDM endpoint (rdm_ep.cc, rdm_datapath.cc) has
+// tagged messages, directed receives and senders' addresses.
+constexpr uint64_t kRdmOnlyCaps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
+constexpr uint64_t kRdmCaps =
+    kRmaCaps | FI_MSG | FI_TAGGED | kMsgModifiers | FI_SOURCE | kSecondaryCaps;
 // FI_REMOTE_CQ_DATA is no capability bit, but some applications put it there.
-constexpr uint64_t kCaps =
-    kPrimaryCaps | kMsgModifiers | kRmaModifiers | kSecondaryCaps | FI_REMOTE_CQ_DATA;
+constexpr uint64_t kCaps = kPrimaryCaps | kMsgModifiers | kRmaModifiers | kSecondaryCaps |
+                           FI_REMOTE_CQ_DATA | kRdmOnlyCaps;
 constexpr uint64_t kDefaultCaps = kPrimaryCaps | kMsgModifiers | kRmaModifiers | kSecondaryCaps;
 // The bits fi_endpoint(3) lets a transmit or receive context's caps hold.
-constexpr uint64_t kTxCaps = kPrimaryCaps | FI_SEND | FI_READ | FI_WRITE;
-constexpr uint64_t kRxCaps = kPrimaryCaps | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kTxCaps = kPrimaryCaps | FI_TAGGED | FI_SEND | FI_READ | FI_WRITE;
+constexpr uint64_t kRxCaps = kPrimaryCaps | FI_TAGGED | FI_RECV | FI_REMOTE_READ |
+                             FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE;
 // Object counts the domain reports; more asked for is no match.
 constexpr size_t kCqCnt = 1024, kCntrCnt = 1024, kEpCnt = 65536, kMrCnt = 1u << 20;
 // Keys are STags the provider picks, addresses are virtual: what an iWARP
@@ -217,7 +220,7 @@ bool check_rx(const fi_rx_attr* hr) {
 // Asked-for capabilities with their modifiers: a primary capability that
 // names none of its kind gets them all (libfabric's ofi_get_caps).
 uint64_t with_modifiers(uint64_t caps) {
-  if ((caps & FI_MSG) && !(caps & kMsgModifiers)) caps |= kMsgModifiers;
+  if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & kMsgModifiers)) caps |= kMsgModifiers;
   if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & kRmaModifiers)) caps |= kRmaModifiers;
   if (!(caps & (FI_RMA | FI_ATOMIC))) caps &= ~kRmaCaps;  // they modify nothing then
   return caps;
@@ -244,8 +247,10 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   const bool rdm = he && he->type == FI_EP_RDM;
 
   if (hcaps & ~kCaps) return reject("capabilities");
-  if (rdm && (hcaps & ~kRdmCaps))
-    return reject("FI_EP_RDM capabilities (FI_RMA and FI_ATOMIC; ofi_rxm serves messages)");
+  if (rdm && (hcaps & ~(kRdmCaps | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA)))
+    return reject("FI_EP_RDM capabilities");
+  if (!rdm && (hcaps & kRdmOnlyCaps))
+    return reject("FI_TAGGED, FI_DIRECTED_RECV and FI_SOURCE need FI_EP_RDM");
   if (h && h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
       h->addr_format != FI_SOCKADDR_IN)
     return reject("address format (FI_SOCKADDR_IN only)");
@@ -253,10 +258,12 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
 
   // Remote CQ data (RFC 7306 Immediate Data) consumes a posted receive at
   // the target: the application must accept FI_RX_CQ_DATA mode for it.
+  // An RDM endpoint's messages carry it in their header.
   const bool rx_cq_data = !rdm && h && (h->mode & FI_RX_CQ_DATA);
-  if ((hcaps & FI_REMOTE_CQ_DATA) && !rx_cq_data)
-    return reject("FI_REMOTE_CQ_DATA needs FI_RX_CQ_DATA mode");
-  const size_t cq_data_size = rx_cq_data ? kCqDataSize : 0;
+  const bool rdm_msgs = rdm && (!hcaps || (hcaps & (FI_MSG | FI_TAGGED)));
+  if ((hcaps & FI_REMOTE_CQ_DATA) && !rx_cq_data && !rdm_msgs)
+    return reject("FI_REMOTE_CQ_DATA needs FI_RX_CQ_DATA mode (FI_EP_MSG) or messages (FI_EP_RDM)");
+  const size_t cq_data_size = rx_cq_data || rdm_msgs ? kCqDataSize : 0;
   const size_t inject_size = static_cast<size_t>(settings::get_int(settings::Id::kInjectSize));
 
   // Asked-for primary caps and modifiers plus all secondary ones.

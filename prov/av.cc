@@ -269,6 +269,16 @@ const sockaddr_in* av_name(const Av* av, fi_addr_t addr) {
   return &av->names[addr];
 }
 
+fi_addr_t av_lookup(const Av* av, const sockaddr_in& name) {
+  for (size_t i = 0; i < av->names.size(); ++i) {
+    const sockaddr_in& n = av->names[i];
+    if (n.sin_family != 0 && n.sin_addr.s_addr == name.sin_addr.s_addr &&
+        n.sin_port == name.sin_port)
+      return i;
+  }
+  return FI_ADDR_NOTAVAIL;
+}
+
 int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** out, void* context) {
   if (attr == nullptr || out == nullptr) return -FI_EINVAL;
   if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP && attr->type != FI_AV_TABLE)

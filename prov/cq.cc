@@ -132,6 +132,11 @@ void Cq::settle() {
       wc.wr_id = 0;  // more of this operation to come
       return;
     }
+    if (op->work != RdmWork::kNone) {  // an RDM endpoint's own
+      internal.emplace_back(op, wc);
+      wc.wr_id = 0;
+      return;
+    }
     fi_cq_err_entry e;
     const int err = outcome(op, wc, &e);
     if (err == 0) atomic_fetched(op);
@@ -149,7 +154,17 @@ void Cq::settle() {
     free_op(op);
     wc.wr_id = 0;
   });
+  if (!internal.empty()) {
+    handling.swap(internal);  // handling may settle again
+    for (auto& [op, wc] : handling) rdm_internal(op, wc);
+    handling.clear();
+  }
   take();  // what reports nothing leaves the ring's front
+}
+
+void Cq::push(const CqItem& item) {
+  made.push_back(item);
+  wait.signal();
 }
 
 // The oldest settled completion that reports something, translated into
@@ -161,11 +176,16 @@ bool Cq::take() {
     if (wc.wr_id == 0) continue;
     Op* op = reinterpret_cast<Op*>(wc.wr_id);
     staged.error = outcome(op, wc, &staged.e) != 0;
+    staged.src = FI_ADDR_NOTAVAIL;
     free_op(op);
     has_staged = true;
     return true;
   }
-  return false;
+  if (made.empty()) return false;
+  staged = made.front();
+  made.pop_front();
+  has_staged = true;
+  return true;
 }
 
 ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
@@ -174,7 +194,7 @@ ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
   // must not hold the lock while it does.
   if (core.engine_threaded() && ecq->size() == 0) core.progress();
   std::lock_guard g(core.mu);
-  if (!has_staged && ecq->size() == 0) {
+  if (!has_staged && ecq->size() == 0 && made.empty()) {
     core.progress();  // c2: the pass; c1/c3: routes only
   } else {
     settle();
@@ -184,7 +204,7 @@ ssize_t Cq::read(void* buf, size_t count, fi_addr_t* src) {
   size_t done = 0;
   while (done < count && take() && !staged.error) {
     std::memcpy(out + done * sz, &staged.e, sz);
-    if (src) src[done] = FI_ADDR_NOTAVAIL;
+    if (src) src[done] = staged.src;
     has_staged = false;
     ++done;
   }
@@ -213,7 +233,9 @@ void Cq::arm() {
   dom->core().engine->arm_cq(ecq, wait.efd);
 }
 
-bool Cq::ready() const { return has_staged || ecq->size() > 0 || ecq->overrun(); }
+bool Cq::ready() const {
+  return has_staged || ecq->size() > 0 || !made.empty() || ecq->overrun();
+}
 
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   auto* dom = from_fid<Domain>(domain);

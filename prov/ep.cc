@@ -272,9 +272,9 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   ep->fid.fid.ops = &g_ep_fi_ops;
   ep->fid.ops = &g_ep_ops;
   ep->fid.cm = &g_ep_cm_ops;
-  ep->fid.msg = &g_msg_ops;
+  ep->fid.msg = ep->rdm ? &g_rdm_msg_ops : &g_msg_ops;
   ep->fid.rma = &g_rma_ops;
-  ep->fid.tagged = &g_tagged_ops;
+  ep->fid.tagged = ep->rdm ? &g_rdm_tagged_ops : &g_tagged_ops;
   ep->fid.atomic = &g_atomic_ops;
   *out = &ep->fid;
   return 0;

@@ -40,6 +40,8 @@
 #include <thread>
 #include <vector>
 
+#include "prov/rdm_match.h"
+#include "prov/rdm_wire.h"
 #include "stack/engine.h"
 
 namespace softrdma::prov {
@@ -96,6 +98,8 @@ struct Ep;
 struct RdmConns;
 
 struct Op;
+// What an operation record is to an RDM endpoint's own data path.
+enum class RdmWork : uint8_t { kNone, kBuffer, kControl, kRead };
 
 // Operation records, recycled rather than allocated per operation: chunks
 // are never freed before the core, so a completion that arrives after its
@@ -210,6 +214,7 @@ struct Eq {
 struct CqItem {
   fi_cq_err_entry e{};
   bool error = false;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;  // fi_cq_readfrom: the sender of a message (FI_SOURCE)
 };
 
 // The engine's CQ ring is the only queue: completions are settled (counted,
@@ -233,6 +238,13 @@ struct Cq {
   // dropping.
   size_t size = 0;
   bool sink = false;  // the domain's CQ for unbound directions: nobody reads it
+  // Entries the provider makes itself (an RDM endpoint's matched messages),
+  // handed out after the engine's.
+  std::deque<CqItem> made;
+  // The RDM endpoints' own work (rdm_datapath.cc), found by settle and
+  // handled after it: handling posts to the engine.
+  std::vector<std::pair<Op*, Wc>> internal, handling;
+  void push(const CqItem& item);
   ssize_t read(void* buf, size_t count, fi_addr_t* src);
   ssize_t readerr(fi_cq_err_entry* out, uint64_t flags);
   // Counts what arrived, drops what reports nothing from the front (all of
@@ -264,6 +276,8 @@ struct Av {
 };
 // The name at an AV entry; null for one not in use.
 const sockaddr_in* av_name(const Av* av, fi_addr_t addr);
+// The entry holding name; FI_ADDR_NOTAVAIL if none does.
+fi_addr_t av_lookup(const Av* av, const sockaddr_in& name);
 
 struct MemRegion {
   fid_mr fid;
@@ -297,6 +311,15 @@ struct Op {
   bool delivery = false;
   int pending = 1;
   Wc first_error{};
+  // RDM messages (rdm_datapath.cc): what the record is for the endpoint's
+  // own work, the connection it uses, and the message's fields.
+  RdmWork work = RdmWork::kNone;
+  Qp* qp = nullptr;
+  Op* owner = nullptr;  // kRead: the receive it fills
+  uint64_t tag = 0, ignore = 0, cq_data = 0, msg_id = 0, size = 0;
+  uint16_t msg_flags = 0;        // RdmHeader::flags of the message a receive took
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  uint32_t rndv_stag = 0;        // a rendezvous send's registration
 };
 
 struct Pep {
@@ -358,14 +381,41 @@ struct Ep {
 // connection to each peer it sends to, made at its first operation there,
 // and accepts those its peers make to it (each side uses its own: two
 // endpoints that start at once simply have two).
+// A connection's messaging state (rdm_datapath.cc).
+struct RdmLink {
+  Qp* qp = nullptr;
+  uint64_t serial = 0;  // told apart from a later link on a reused Qp address
+  fi_addr_t peer = FI_ADDR_NOTAVAIL;  // the sender's AV entry (FI_SOURCE), once known
+  sockaddr_in name{};                 // where the peer listens (its hello)
+  std::vector<uint8_t> slab;          // the eager buffers
+  uint32_t credits = 0;               // buffers the peer has posted for us
+  uint32_t owed = 0;                  // buffers posted again, not yet told to the peer
+  // Control messages waiting for a credit: (op, msg_id).
+  std::deque<std::pair<RdmOp, uint64_t>> backlog;
+  bool credit_queued = false;
+  // Messages waiting for a receive: payload bytes copied out of the
+  // buffers, and (past FI_SOFTRDMA_UNEXPECTED_BYTES of those) the messages
+  // left in their buffers, which then stay from the sender until taken.
+  size_t kept_bytes = 0;
+  std::set<void*> held;
+};
+
 struct RdmConns {
   Av* av = nullptr;
   Listener* listener = nullptr;
   sockaddr_in name{};            // where peers reach it (fi_getname)
-  std::map<fi_addr_t, Qp*> out;  // by the peer's AV entry
-  std::set<Qp*> in;
+  std::map<fi_addr_t, Qp*> out;  // what operations to a peer use, by its AV entry
+  std::set<Qp*> in;              // the connections peers made
+  std::set<Qp*> serving;         // those of them in out
+  // Messages (rdm_datapath.cc): each connection's eager buffers and
+  // credits, the receives and arrived messages, and the long sends whose
+  // data the targets are still reading, by msg_id.
+  std::map<Qp*, std::unique_ptr<RdmLink>> links;
+  RdmMatcher matcher;
+  std::map<uint64_t, Op*> rendezvous;
+  uint64_t next_msg_id = 1;
+  ~RdmConns();
 };
-int rdm_open(Ep* ep);
 int rdm_enable(Ep* ep);
 void rdm_close(Ep* ep);
 // The QP an operation to dest goes on: the endpoint's own (FI_EP_MSG), or
@@ -374,6 +424,26 @@ Qp* target_qp(Ep* ep, fi_addr_t dest, int* err);
 // The engine's CM events for RDM endpoints (Core::dispatch_cm).
 void rdm_conn_request(Ep* ep, const CmEvent& ev);
 void rdm_conn_event(Ep* ep, const CmEvent& ev);
+// --- rdm_datapath.cc --- messages between RDM endpoints (see there).
+inline constexpr size_t kRdmEager = 8192;  // longer messages go by rendezvous
+// A connection's messaging state, made with its QP (before it connects or
+// is accepted): the eager buffers are posted then. peer: the AV entry the
+// other end has in ours, or FI_ADDR_NOTAVAIL; name: where it listens.
+int rdm_link_open(Ep* ep, Qp* qp, fi_addr_t peer, const sockaddr_in& name, uint32_t credits);
+void rdm_link_credits(Ep* ep, Qp* qp, uint32_t credits);  // the acceptor's hello
+// What a hello offers: the buffers each connection has (none for an
+// endpoint without messages).
+uint32_t rdm_link_buffers(const Ep* ep);
+// After the QP is destroyed: its sends waiting for a rendezvous fail.
+void rdm_link_close(Ep* ep, Qp* qp);
+// Engine completions of the endpoint's own work (Cq::settle).
+void rdm_internal(Op* op, const Wc& wc);
+ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx,
+                 uint64_t flags, bool tagged, uint64_t tag, const uint64_t* data);
+ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx,
+                 uint64_t flags, bool tagged, uint64_t tag, uint64_t ignore);
+extern fi_ops_msg g_rdm_msg_ops;
+extern fi_ops_tagged g_rdm_tagged_ops;
 
 // --- object constructors, one file each ---
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);

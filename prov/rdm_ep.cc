@@ -1,5 +1,5 @@
-// Native FI_EP_RDM endpoints for one-sided traffic (FI_RMA, FI_ATOMIC): the
-// connections under them. An endpoint listens at enable, and fi_getname
+// Native FI_EP_RDM endpoints: the connections under them (their messages
+// are in rdm_datapath.cc). An endpoint listens at enable, and fi_getname
 // hands out where. Its first operation to a peer (an AV entry) makes a QP
 // and connects to the peer's name with an RdmHello (rdm_wire.h) as the MPA
 // private data; the operation is posted at once and goes out when the
@@ -7,8 +7,9 @@
 // accepted if it carries a hello. A connection that fails or ends is
 // dropped, its outstanding operations completing in error, and the next
 // operation to that peer connects again. RMA and atomics need nothing of
-// the target's endpoint but its progress, so the two sides of a pair each
-// use the connection they made.
+// the target's endpoint but its progress. An endpoint sends to a peer that
+// connected to it on that connection; two that start at once each use the
+// one they made.
 #include <arpa/inet.h>
 
 #include <cstring>
@@ -24,9 +25,11 @@ void drop(Ep* ep, Qp* qp) {
   RdmConns& r = *ep->rdm;
   std::erase_if(r.out, [qp](const auto& e) { return e.second == qp; });
   r.in.erase(qp);
+  r.serving.erase(qp);
   Core& core = ep->dom->core();
   core.eps.erase(qp);
   core.engine->destroy_qp(qp);  // outstanding operations complete as canceled
+  rdm_link_close(ep, qp);
 }
 
 }  // namespace
@@ -51,8 +54,12 @@ void rdm_close(Ep* ep) {
     core.rdm_listeners.erase(r.listener);
     core.engine->close_listener(r.listener);
   }
+  // What completed before, and what the connections' end cancels, is
+  // handled while the endpoint still exists (Cq::settle).
+  for (Cq* cq : core.cqs) cq->settle();
   while (!r.out.empty()) drop(ep, r.out.begin()->second);
   while (!r.in.empty()) drop(ep, *r.in.begin());
+  for (Cq* cq : core.cqs) cq->settle();
   if (r.av) r.av->users.drop();
 }
 
@@ -72,15 +79,36 @@ Qp* target_qp(Ep* ep, fi_addr_t dest, int* err) {
     *err = -FI_EINVAL;  // not an address of the endpoint's AV
     return nullptr;
   }
+  // A connection the peer made to us serves both ways: one TCP stream
+  // carries the data and the acknowledgements of both directions.
+  for (Qp* in : r.in) {
+    const RdmLink& l = *r.links.at(in);
+    if (l.name.sin_addr.s_addr == peer->sin_addr.s_addr && l.name.sin_port == peer->sin_port &&
+        !r.serving.count(in)) {
+      r.out[dest] = in;
+      r.serving.insert(in);
+      return in;
+    }
+  }
   Core& core = ep->dom->core();
   Qp* qp = core.engine->create_qp(qp_init(ep));
   if (!qp) {
     *err = -FI_ENOMEM;
     return nullptr;
   }
-  const RdmHello hello = rdm_hello(ntohl(r.name.sin_addr.s_addr), ntohs(r.name.sin_port), 0);
+  // Its buffers are posted before the peer can send; credits come with
+  // the peer's hello when the connection is up.
+  if (int rc = rdm_link_open(ep, qp, dest, *peer, 0); rc != 0) {
+    core.engine->destroy_qp(qp);
+    rdm_link_close(ep, qp);
+    *err = rc;
+    return nullptr;
+  }
+  const RdmHello hello = rdm_hello(ntohl(r.name.sin_addr.s_addr), ntohs(r.name.sin_port),
+                                   rdm_link_buffers(ep));
   if (int rc = connect_with_retry(ep, qp, *peer, &hello, sizeof(hello)); rc != 0) {
     core.engine->destroy_qp(qp);
+    rdm_link_close(ep, qp);
     char name[INET_ADDRSTRLEN];
     FI_WARN(&g_prov, FI_LOG_EP_CTRL, "RDM endpoint: no connection to %s:%u: %s\n",
             inet_ntop(AF_INET, &peer->sin_addr, name, sizeof(name)), ntohs(peer->sin_port),
@@ -106,8 +134,22 @@ void rdm_conn_request(Ep* ep, const CmEvent& ev) {
     core.engine->reject(ev.req, nullptr, 0);
     return;
   }
-  if (core.engine->accept(ev.req, qp, nullptr, 0) != 0) {
+  sockaddr_in name{};
+  name.sin_family = AF_INET;
+  name.sin_addr.s_addr = htonl(hello.addr.get());
+  name.sin_port = htons(hello.port.get());
+  RdmConns& r = *ep->rdm;
+  const RdmHello ours = rdm_hello(ntohl(r.name.sin_addr.s_addr), ntohs(r.name.sin_port),
+                                  rdm_link_buffers(ep));
+  if (rdm_link_open(ep, qp, FI_ADDR_NOTAVAIL, name, hello.credits.get()) != 0) {
+    core.engine->reject(ev.req, nullptr, 0);
     core.engine->destroy_qp(qp);
+    rdm_link_close(ep, qp);
+    return;
+  }
+  if (core.engine->accept(ev.req, qp, &ours, sizeof(ours)) != 0) {
+    core.engine->destroy_qp(qp);
+    rdm_link_close(ep, qp);
     return;
   }
   core.eps[qp] = ep;
@@ -116,6 +158,15 @@ void rdm_conn_request(Ep* ep, const CmEvent& ev) {
 
 void rdm_conn_event(Ep* ep, const CmEvent& ev) {
   switch (ev.type) {
+    case CmEventType::kEstablished: {
+      // A connection we made: the acceptor's hello says how many messages
+      // it can take.
+      RdmHello hello;
+      if (ep->rdm->in.count(ev.qp) == 0 &&
+          rdm_hello_ok(ev.private_data.data(), ev.private_data.size(), &hello))
+        rdm_link_credits(ep, ev.qp, hello.credits.get());
+      break;
+    }
     case CmEventType::kRejected:
     case CmEventType::kUnreachable:
     case CmEventType::kDisconnected:

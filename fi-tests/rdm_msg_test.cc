@@ -1,0 +1,356 @@
+// Messages on the native FI_EP_RDM endpoint (provider "softrdma", FI_MSG |
+// FI_TAGGED): every size from 0 B to 64 MiB both ways at once, eager and
+// rendezvous, each byte checked in the receive buffer with the sender's
+// address (FI_SOURCE); messages that arrive before their receive; tag
+// matching with ignore bits and directed receives; peek, claim and discard;
+// remote CQ data and inject; truncation; a sender far faster than its
+// receiver; 64 senders to one endpoint.
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <thread>
+
+#include "fi-tests/rdm_peers.h"
+
+namespace fit {
+namespace {
+
+constexpr uint64_t kCaps = FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
+
+class RdmMsg : public RdmFixture {
+ protected:
+  RdmMsg() : RdmFixture(kCaps) {}
+  // One completion or error, and its sender.
+  struct Entry {
+    fi_cq_tagged_entry e{};
+    fi_cq_err_entry err{};
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+  };
+  // Runs every peer's progress once (the provider's progress is manual);
+  // what the reads find waits in the peer's stash for reap.
+  void progress() {
+    for (auto& p : peers_) {
+      Entry x;
+      ssize_t n = fi_cq_readfrom(p->cq(), &x.e, 1, &x.src);
+      if (n == -FI_EAVAIL) n = fi_cq_readerr(p->cq(), &x.err, 0);
+      if (n == 1) stash_[p.get()].push_back(x);
+    }
+  }
+  // Posts a tagged send, retrying while the receiver has no room.
+  void tsend(Peer& from, const void* buf, size_t len, Peer& to, uint64_t tag, void* ctx) {
+    ssize_t rc;
+    ASSERT_TRUE(poll_until([&] {
+      rc = fi_tsend(from.ep(), buf, len, nullptr, to.addr(), tag, ctx);
+      if (rc == -FI_EAGAIN) progress();
+      return rc != -FI_EAGAIN;
+    }));
+    ASSERT_EQ(rc, 0) << fi_strerror(static_cast<int>(-rc));
+  }
+  // The next completion at p (its stash first); false if none comes.
+  bool next(Peer& p, Entry* out) {
+    auto& q = stash_[&p];
+    if (q.empty() && !poll_until([&] {
+          progress();
+          return !q.empty();
+        }))
+      return false;
+    *out = q.front();
+    q.pop_front();
+    return true;
+  }
+  // The completions of n operations (any order), by context; fails on errors.
+  std::map<void*, fi_cq_tagged_entry> reap(Peer& p, size_t n,
+                                           std::map<void*, fi_addr_t>* src = nullptr) {
+    std::map<void*, fi_cq_tagged_entry> got;
+    while (got.size() < n) {
+      Entry x;
+      if (!next(p, &x)) {
+        ADD_FAILURE() << "no completion after " << got.size() << " of " << n;
+        break;
+      }
+      if (x.err.err) {
+        ADD_FAILURE() << "error completion: " << fi_strerror(x.err.err);
+        break;
+      }
+      got[x.e.op_context] = x.e;
+      if (src) (*src)[x.e.op_context] = x.src;
+    }
+    return got;
+  }
+
+  std::map<Peer*, std::deque<Entry>> stash_;
+};
+
+TEST_F(RdmMsg, GetinfoOffersMessages) {
+  const fi_info* i = d_->info();
+  EXPECT_EQ(i->caps & kCaps, kCaps);
+  EXPECT_EQ(i->domain_attr->cq_data_size, 8u);
+  EXPECT_GE(i->tx_attr->inject_size, 64u);
+  // Tagged messages are FI_EP_RDM's only.
+  Info h = msg_hints(FI_TAGGED);
+  Info list;
+  EXPECT_EQ(getinfo(h.get(), &list), -FI_ENODATA);
+}
+
+TEST_F(RdmMsg, EverySizeBothWaysAtOnce) {
+  Peer& a = add();
+  Peer& b = add();
+  for (size_t len : kSizes) {
+    std::vector<uint8_t> out_a(len), out_b(len), in_a(len + 1, 0), in_b(len + 1, 0);
+    fill(out_a.data(), len, len);
+    fill(out_b.data(), len, len + 1);
+    ASSERT_EQ(fi_trecv(a.ep(), in_a.data(), len, nullptr, FI_ADDR_UNSPEC, len, 0, &in_a), 0);
+    ASSERT_EQ(fi_trecv(b.ep(), in_b.data(), len, nullptr, FI_ADDR_UNSPEC, len, 0, &in_b), 0);
+    tsend(a, out_a.data(), len, b, len, &out_a);
+    tsend(b, out_b.data(), len, a, len, &out_b);
+    std::map<void*, fi_addr_t> src_a, src_b;
+    auto ga = reap(a, 2, &src_a);
+    auto gb = reap(b, 2, &src_b);
+    ASSERT_EQ(ga.count(&in_a), 1u);
+    ASSERT_EQ(gb.count(&in_b), 1u);
+    EXPECT_EQ(ga[&in_a].len, len);
+    EXPECT_EQ(ga[&in_a].tag, len);
+    EXPECT_EQ(ga[&in_a].flags, FI_RECV | FI_TAGGED);
+    EXPECT_EQ(src_a[&in_a], b.addr());
+    EXPECT_EQ(src_b[&in_b], a.addr());
+    EXPECT_EQ(gb[&out_b].flags, FI_SEND | FI_TAGGED);
+    EXPECT_EQ(std::memcmp(in_a.data(), out_b.data(), len), 0) << len;
+    EXPECT_EQ(std::memcmp(in_b.data(), out_a.data(), len), 0) << len;
+    EXPECT_EQ(in_a[len], 0) << "past the message";
+  }
+  // Long messages went by RDMA Read.
+  EXPECT_GT(d_->counters().read_requests_tx, 0u);
+}
+
+TEST_F(RdmMsg, UnexpectedMessagesWaitForTheirReceives) {
+  Peer& a = add();
+  Peer& b = add();
+  // More messages than the receiver has buffers for, eager and rendezvous,
+  // all sent before any receive is posted (within the bytes a connection
+  // keeps for them, FI_SOFTRDMA_UNEXPECTED_BYTES).
+  constexpr size_t kCount = 150;
+  std::vector<std::vector<uint8_t>> out(kCount), in(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    const size_t len = i % 7 == 0 ? 100000 + i : 1 + (i * 37) % 2048;
+    out[i].resize(len);
+    in[i].resize(len);
+    fill(out[i].data(), len, i);
+    ASSERT_NO_FATAL_FAILURE(tsend(a, out[i].data(), len, b, i, &out[i]));
+  }
+  // Received newest first: each finds its message among those kept.
+  for (size_t i = kCount; i-- > 0;)
+    ASSERT_EQ(fi_trecv(b.ep(), in[i].data(), in[i].size(), nullptr, FI_ADDR_UNSPEC, i, 0, &in[i]),
+              0);
+  auto got = reap(b, kCount);
+  reap(a, kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(got[&in[i]].tag, i);
+    ASSERT_EQ(in[i], out[i]) << i;
+  }
+}
+
+TEST_F(RdmMsg, TagsIgnoreBitsAndDirectedReceives) {
+  Peer& a = add();
+  Peer& b = add();
+  Peer& t = add();
+  uint64_t from_b = 0, any = 0, untagged = 0;
+  // A directed receive takes only b's message; a wildcard one takes a's.
+  ASSERT_EQ(fi_trecv(t.ep(), &from_b, 8, nullptr, b.addr(), 0x1200, 0xff, &from_b), 0);
+  ASSERT_EQ(fi_trecv(t.ep(), &any, 8, nullptr, FI_ADDR_UNSPEC, 0x1200, 0xff, &any), 0);
+  ASSERT_EQ(fi_recv(t.ep(), &untagged, 8, nullptr, FI_ADDR_UNSPEC, &untagged), 0);
+  uint64_t va = 0xaaaa, vb = 0xbbbb, vu = 0xcccc, vx = 0xdddd;
+  tsend(a, &va, 8, t, 0x1234, &va);
+  // A tag outside the ignore bits waits for its own receive.
+  tsend(a, &vx, 8, t, 0x9934, &vx);
+  tsend(b, &vb, 8, t, 0x12ff, &vb);
+  ssize_t rc;
+  ASSERT_TRUE(poll_until([&] {
+    rc = fi_send(a.ep(), &vu, 8, nullptr, t.addr(), &vu);
+    if (rc == -FI_EAGAIN) progress();
+    return rc != -FI_EAGAIN;
+  }));
+  ASSERT_EQ(rc, 0);
+  auto got = reap(t, 3);
+  EXPECT_EQ(any, va);
+  EXPECT_EQ(got[&any].tag, 0x1234u);
+  EXPECT_EQ(from_b, vb);
+  EXPECT_EQ(got[&from_b].tag, 0x12ffu);
+  EXPECT_EQ(untagged, vu);
+  EXPECT_EQ(got[&untagged].flags, FI_RECV | FI_MSG);
+  uint64_t x = 0;
+  ASSERT_EQ(fi_trecv(t.ep(), &x, 8, nullptr, FI_ADDR_UNSPEC, 0x9934, 0, &x), 0);
+  reap(t, 1);
+  EXPECT_EQ(x, vx);
+}
+
+TEST_F(RdmMsg, PeekClaimDiscard) {
+  Peer& a = add();
+  Peer& b = add();
+  auto tmsg = [&](void* buf, size_t len, uint64_t tag, uint64_t flags, void* ctx) {
+    iovec v{buf, len};
+    fi_msg_tagged m{};
+    m.msg_iov = &v;
+    m.iov_count = 1;
+    m.addr = FI_ADDR_UNSPEC;
+    m.tag = tag;
+    m.context = ctx;
+    return fi_trecvmsg(b.ep(), &m, flags);
+  };
+  Entry x;
+  fi_cq_tagged_entry& e = x.e;
+  fi_cq_err_entry& err = x.err;
+  // Nothing there: FI_ENOMSG.
+  fi_context ctx1{};
+  ASSERT_EQ(tmsg(nullptr, 0, 7, FI_PEEK, &ctx1), 0);
+  ASSERT_TRUE(next(b, &x));
+  EXPECT_EQ(err.err, FI_ENOMSG);
+  EXPECT_EQ(err.op_context, &ctx1);
+  char m7[] = "seven", m8[] = "eight";
+  tsend(a, m7, sizeof(m7), b, 7, m7);
+  tsend(a, m8, sizeof(m8), b, 8, m8);
+  reap(a, 2);
+  // Peek until the message is there; it stays.
+  fi_context ctx2{};
+  ASSERT_TRUE(poll_until([&] {
+    EXPECT_EQ(tmsg(nullptr, 0, 7, FI_PEEK | FI_CLAIM, &ctx2), 0);
+    EXPECT_TRUE(next(b, &x));
+    return err.err == 0;
+  }));
+  EXPECT_EQ(e.len, sizeof(m7));
+  EXPECT_EQ(e.tag, 7u);
+  // Claimed: a plain receive does not take it, FI_CLAIM with the context does.
+  char other[16] = {};
+  ASSERT_EQ(fi_trecv(b.ep(), other, sizeof(other), nullptr, FI_ADDR_UNSPEC, 7, 0, other), 0);
+  char got[16] = {};
+  ASSERT_EQ(tmsg(got, sizeof(got), 7, FI_CLAIM, &ctx2), 0);
+  ASSERT_TRUE(next(b, &x));
+  ASSERT_EQ(err.err, 0);
+  EXPECT_EQ(e.op_context, &ctx2);
+  EXPECT_STREQ(got, m7);
+  // Discarded: gone, and a later receive for its tag waits.
+  fi_context ctx3{};
+  ASSERT_EQ(tmsg(nullptr, 0, 8, FI_PEEK | FI_DISCARD, &ctx3), 0);
+  ASSERT_TRUE(next(b, &x));
+  ASSERT_EQ(err.err, 0);
+  fi_context ctx4{};
+  ASSERT_EQ(tmsg(nullptr, 0, 8, FI_PEEK, &ctx4), 0);
+  ASSERT_TRUE(next(b, &x));
+  EXPECT_EQ(err.err, FI_ENOMSG);
+  // The plain receive for tag 7 takes the next such message.
+  tsend(a, m8, sizeof(m8), b, 7, m8);
+  auto r = reap(b, 1);
+  EXPECT_EQ(r.count(other), 1u);
+  EXPECT_STREQ(other, m8);
+}
+
+TEST_F(RdmMsg, RemoteCqDataInjectAndTruncation) {
+  Peer& a = add();
+  Peer& b = add();
+  uint64_t in[8] = {};
+  ASSERT_EQ(fi_trecv(b.ep(), in, sizeof(in), nullptr, FI_ADDR_UNSPEC, 1, 0, in), 0);
+  uint64_t out[8];
+  fill(out, sizeof(out), 5);
+  const uint64_t want[8] = {out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]};
+  ssize_t rc;
+  ASSERT_TRUE(poll_until([&] {
+    rc = fi_tinjectdata(a.ep(), out, sizeof(out), 0xfeedULL, b.addr(), 1);
+    progress();
+    return rc != -FI_EAGAIN;
+  }));
+  ASSERT_EQ(rc, 0);
+  std::memset(out, 0, sizeof(out));  // inject: the buffer is free at once
+  auto got = reap(b, 1);
+  EXPECT_EQ(got[in].flags, FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(got[in].data, 0xfeedu);
+  EXPECT_EQ(std::memcmp(in, want, sizeof(in)), 0);
+  progress();
+  EXPECT_TRUE(stash_[&a].empty() && cq_quiet(a.cq(), 200)) << "inject completed to the CQ";
+  // Longer than the receive, eager and rendezvous: FI_ETRUNC with the excess.
+  for (size_t len : {size_t{100}, size_t{200000}}) {
+    std::vector<uint8_t> big(len), small(10);
+    fill(big.data(), len, len);
+    ASSERT_EQ(fi_trecv(b.ep(), small.data(), small.size(), nullptr, FI_ADDR_UNSPEC, 2, 0, &small),
+              0);
+    tsend(a, big.data(), len, b, 2, &big);
+    Entry x;
+    ASSERT_TRUE(next(b, &x));
+    EXPECT_EQ(x.err.err, FI_ETRUNC);
+    EXPECT_EQ(x.err.olen, len - 10);
+    EXPECT_EQ(std::memcmp(small.data(), big.data(), 10), 0);
+    reap(a, 1);
+  }
+}
+
+TEST_F(RdmMsg, FastSenderSlowReceiver) {
+  Peer& a = add();
+  Peer& b = add();
+  // 20,000 messages, the receiver posting 50 at a time between naps: the
+  // sender runs ahead, the messages wait for their receives, none is lost
+  // and the connection stays.
+  constexpr size_t kCount = 20000, kBatch = 50;
+  std::vector<uint32_t> in(kCount, 0);
+  size_t sent = 0, posted = 0, received = 0, sends_done = 0;
+  uint32_t v = 0;
+  while (received < kCount) {
+    while (sent < kCount) {
+      v = static_cast<uint32_t>(sent);
+      ssize_t rc = fi_tinject(a.ep(), &v, sizeof(v), b.addr(), sent);
+      if (rc == -FI_EAGAIN) break;
+      ASSERT_EQ(rc, 0);
+      ++sent;
+    }
+    if (posted == received && posted < kCount) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (size_t i = 0; i < kBatch && posted < kCount; ++i, ++posted)
+        ASSERT_EQ(fi_trecv(b.ep(), &in[posted], 4, nullptr, FI_ADDR_UNSPEC, posted, 0,
+                           &in[posted]),
+                  0);
+    }
+    fi_cq_tagged_entry e[16];
+    ssize_t n = fi_cq_read(b.cq(), e, 16);
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      fi_cq_readerr(b.cq(), &err, 0);
+      FAIL() << "receiver error " << fi_strerror(err.err);
+    }
+    received += n > 0 ? static_cast<size_t>(n) : 0;
+    n = fi_cq_read(a.cq(), e, 16);
+    ASSERT_NE(n, -FI_EAVAIL) << "sender error";
+    sends_done += n > 0 ? static_cast<size_t>(n) : 0;
+  }
+  for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(in[i], i);
+  EXPECT_EQ(sends_done, 0u) << "injects report nothing";
+}
+
+TEST_F(RdmMsg, SixtyFourSendersToOneEndpoint) {
+  Peer& t = add();
+  constexpr size_t kPeers = 64, kLen = 20000;  // rendezvous
+  for (size_t i = 0; i < kPeers; ++i) add();
+  std::vector<std::vector<uint8_t>> in(kPeers, std::vector<uint8_t>(kLen)),
+      out(kPeers, std::vector<uint8_t>(kLen));
+  for (size_t i = 0; i < kPeers; ++i) {
+    ASSERT_EQ(fi_recv(t.ep(), in[i].data(), kLen, nullptr, peers_[1 + i]->addr(), &in[i]), 0);
+  }
+  for (size_t i = 0; i < kPeers; ++i) {
+    fill(out[i].data(), kLen, i);
+    Peer& p = *peers_[1 + i];
+    ssize_t rc;
+    ASSERT_TRUE(poll_until([&] {
+      rc = fi_send(p.ep(), out[i].data(), kLen, nullptr, t.addr(), &out[i]);
+      if (rc == -FI_EAGAIN) progress();
+      return rc != -FI_EAGAIN;
+    }));
+    ASSERT_EQ(rc, 0);
+  }
+  std::map<void*, fi_addr_t> src;
+  auto got = reap(t, kPeers, &src);
+  for (size_t i = 0; i < kPeers; ++i) {
+    EXPECT_EQ(src[&in[i]], peers_[1 + i]->addr());
+    EXPECT_EQ(in[i], out[i]) << i;
+  }
+  for (size_t i = 0; i < kPeers; ++i) reap(*peers_[1 + i], 1);
+}
+
+}  // namespace
+}  // namespace fit

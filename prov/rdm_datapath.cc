@@ -1,0 +1,557 @@
+// Messages between native FI_EP_RDM endpoints (the protocol is in
+// rdm_wire.h): an endpoint sends to a peer on the connection it made there
+// (rdm_ep.cc) and receives on the ones its peers made to it; control
+// messages go back on the connection they answer.
+//
+// Receive: every connection has kBuffers eager buffers posted; an RDMAP Send
+// lands in one (the engine places it), the endpoint's CQ hands the
+// completion to rdm_internal, the header is checked, the message is matched
+// against the posted receives (rdm_match.h) and copied into the receive's
+// buffers, or kept until one is posted; the buffer is posted again. A long
+// message is a rendezvous: the target reads the payload with an RDMA Read
+// straight into the matched receive, then says kRendezvousDone.
+//
+// Credits: a sender sends only into buffers the receiver has posted for it.
+// Each message takes one of the peer's; every header gives back those this
+// end posted again since its last header, and a kCredit message does so
+// when half of them are owed with nothing else going that way. Messages
+// leave the last credit for kCredit, so credits can always come back. A
+// fast sender gets -FI_EAGAIN; it never ends a connection.
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "prov/prov.h"
+#include "prov/sge.h"
+#include "stack/common/settings.h"
+
+namespace softrdma::prov {
+
+namespace {
+
+constexpr uint32_t kBuffers = 32;
+constexpr size_t kSlot = sizeof(RdmHeader) + kRdmEager;
+constexpr size_t kHeader = sizeof(RdmHeader);
+
+// A message no receive took yet, or one being delivered.
+struct Arrived {
+  Qp* qp = nullptr;
+  uint64_t link = 0;  // RdmLink::serial
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  uint16_t flags = 0;
+  uint64_t tag = 0, cq_data = 0, msg_id = 0, size = 0;
+  bool rendezvous = false;
+  uint32_t stag = 0;
+  uint64_t addr = 0;
+  std::vector<uint8_t> data;       // a kept eager payload
+  const uint8_t* payload = nullptr;  // where the eager payload is now
+  Op* held = nullptr;                // the buffer it was left in, not posted again
+};
+
+Engine& engine(Ep* ep) { return *ep->dom->core().engine; }
+
+RdmLink* link_of(Ep* ep, Qp* qp) {
+  auto it = ep->rdm->links.find(qp);
+  return it == ep->rdm->links.end() ? nullptr : it->second.get();
+}
+
+uint64_t g_serial = 0;  // under the core's lock
+
+int post_buffer(Ep* ep, RdmLink& l, Op* b) {
+  RecvWr wr{.wr_id = reinterpret_cast<uint64_t>(b), .num_sge = 1};
+  wr.sg_list[0] = Sge{reinterpret_cast<uint64_t>(b->buf), static_cast<uint32_t>(kSlot), 0};
+  return engine(ep).post_recv(l.qp, wr);
+}
+
+// Hands out a finished operation: counted, and reported unless it is a
+// success nobody asked to see.
+void complete(Op* op, Cq* cq, fi_cq_err_entry e, int err, fi_addr_t src) {
+  cntr_add(op->cntr, err != 0);
+  if (cq && (err != 0 || op->report)) {
+    e.op_context = op->context;
+    e.err = err;
+    cq->push(CqItem{e, err != 0, src});
+  }
+  free_op(op);
+}
+
+void fail(Op* op, Cq* cq, int err) {
+  fi_cq_err_entry e{};
+  e.flags = op->flags;
+  e.buf = op->buf;
+  complete(op, cq, e, err, FI_ADDR_NOTAVAIL);
+}
+
+// Posts one message: the header, then extra (a kRendezvous's target) or the
+// payload's iovecs. carrier is the record the Send completes to.
+int send_message(Ep* ep, RdmLink& l, Op* carrier, RdmOp op, uint16_t flags, uint64_t tag,
+                 uint64_t cq_data, uint64_t msg_id, uint64_t size, const void* extra,
+                 size_t extra_len) {
+  const size_t inline_len = carrier->inject.size();  // an inject's copied payload
+  carrier->inject.resize(kHeader + extra_len + inline_len);
+  std::memmove(carrier->inject.data() + kHeader + extra_len, carrier->inject.data(), inline_len);
+  rdm_put_header(carrier->inject.data(), op, flags, l.owed, tag, cq_data, msg_id, size);
+  if (extra_len) std::memcpy(carrier->inject.data() + kHeader, extra, extra_len);
+  SendWr wr{.opcode = WrOpcode::kSend};
+  wr.sg_list[0] = Sge{reinterpret_cast<uint64_t>(carrier->inject.data()),
+                      static_cast<uint32_t>(carrier->inject.size()), 0};
+  wr.num_sge = 1;
+  if (carrier->work == RdmWork::kNone && carrier->iov_count) {  // zero copy from the caller
+    if (!fill_sges(wr.sg_list + 1, &wr.num_sge, carrier->iov, nullptr, carrier->iov_count))
+      return -FI_EINVAL;
+    wr.num_sge += 1;
+  }
+  const uint32_t told = l.owed;
+  if (carrier->work == RdmWork::kNone) {
+    if (ssize_t rc = post_send(ep, l.qp, wr, carrier); rc != 0) return static_cast<int>(rc);
+  } else {
+    wr.wr_id = reinterpret_cast<uint64_t>(carrier);
+    if (int rc = engine(ep).post_send(l.qp, wr); rc != 0) return fi_error(rc);
+  }
+  l.owed -= told;
+  --l.credits;
+  return 0;
+}
+
+Op* control_op(Ep* ep, RdmLink& l) {
+  Op* c = ep->dom->core().ops.get();
+  c->ep = ep;
+  c->work = RdmWork::kControl;
+  c->qp = l.qp;
+  return c;
+}
+
+// Sends the control messages waiting, as credits allow.
+void flush(Ep* ep, RdmLink& l) {
+  while (!l.backlog.empty()) {
+    auto [op, id] = l.backlog.front();
+    if (op == RdmOp::kCredit && l.owed == 0) {  // a header carried them already
+      l.backlog.pop_front();
+      l.credit_queued = false;
+      continue;
+    }
+    if (l.credits < (op == RdmOp::kCredit ? 1u : 2u)) return;
+    Op* c = control_op(ep, l);
+    if (send_message(ep, l, c, op, 0, 0, 0, id, 0, nullptr, 0) != 0) {
+      free_op(c);
+      return;  // the send queue is full: again at the next message
+    }
+    if (op == RdmOp::kCredit) l.credit_queued = false;
+    l.backlog.pop_front();
+  }
+}
+
+void send_control(Ep* ep, RdmLink& l, RdmOp op, uint64_t msg_id) {
+  l.backlog.emplace_back(op, msg_id);
+  flush(ep, l);
+}
+
+// The buffer goes back to the engine and, once half of them are owed, the
+// peer hears of them.
+void repost(Ep* ep, RdmLink& l, Op* b) {
+  if (post_buffer(ep, l, b) != 0) {
+    free_op(b);  // the connection is going
+    return;
+  }
+  ++l.owed;
+  if (l.owed >= kBuffers / 2 && !l.credit_queued) {
+    l.credit_queued = true;
+    send_control(ep, l, RdmOp::kCredit, 0);
+  }
+}
+
+// Copies a message's bytes into the receive's buffers; returns how many.
+size_t copy_out(const Op* recv, const uint8_t* src, size_t n) {
+  size_t done = 0;
+  for (size_t i = 0; i < recv->iov_count && done < n; ++i) {
+    const size_t k = std::min(recv->iov[i].iov_len, n - done);
+    std::memcpy(recv->iov[i].iov_base, src + done, k);
+    done += k;
+  }
+  return done;
+}
+
+// The receive took a message of recv->size bytes: its completion.
+void finish_recv(Ep* ep, Op* recv, int err) {
+  fi_cq_err_entry e{};
+  e.flags = recv->flags;
+  e.buf = recv->buf;
+  e.len = std::min<uint64_t>(recv->size, recv->len);
+  if (recv->msg_flags & kRdmCqData) {
+    e.flags |= FI_REMOTE_CQ_DATA;
+    e.data = recv->cq_data;
+  }
+  if (recv->msg_flags & kRdmTagged) e.tag = recv->tag;
+  if (err == 0 && recv->size > recv->len) {
+    err = FI_ETRUNC;
+    e.olen = recv->size - recv->len;
+  }
+  complete(recv, ep->rx_cq, e, err, recv->addr);
+}
+
+// A receive and a message met: eager bytes are copied, a rendezvous reads.
+void deliver(Ep* ep, Op* recv, const Arrived& a) {
+  recv->tag = a.tag;
+  recv->cq_data = a.cq_data;
+  recv->msg_flags = a.flags;
+  recv->size = a.size;
+  recv->addr = a.src;
+  if (!a.rendezvous) {
+    copy_out(recv, a.payload, std::min<uint64_t>(a.size, recv->len));
+    finish_recv(ep, recv, 0);
+    return;
+  }
+  RdmLink* l = link_of(ep, a.qp);
+  if (!l || l->serial != a.link) {
+    finish_recv(ep, recv, FI_EIO);  // the sender's connection is gone
+    return;
+  }
+  Op* rd = ep->dom->core().ops.get();
+  rd->ep = ep;
+  rd->work = RdmWork::kRead;
+  rd->qp = a.qp;
+  rd->owner = recv;
+  rd->msg_id = a.msg_id;
+  SendWr wr{.wr_id = reinterpret_cast<uint64_t>(rd), .opcode = WrOpcode::kRead};
+  wr.remote_addr = a.addr;
+  wr.rkey = a.stag;
+  uint64_t want = std::min<uint64_t>(a.size, recv->len);
+  for (size_t i = 0; i < recv->iov_count && want > 0; ++i) {
+    const auto k = static_cast<uint32_t>(std::min<uint64_t>(recv->iov[i].iov_len, want));
+    if (k == 0) continue;
+    wr.sg_list[wr.num_sge++] = Sge{reinterpret_cast<uint64_t>(recv->iov[i].iov_base), k, 0};
+    want -= k;
+  }
+  if (engine(ep).post_send(a.qp, wr) != 0) {
+    free_op(rd);
+    finish_recv(ep, recv, FI_EIO);
+    send_control(ep, *l, RdmOp::kRendezvousDone, a.msg_id);
+  }
+}
+
+// A message arrived on l in buffer b: to the first receive that takes it,
+// or kept. True if it stays in b (b is not posted again until taken).
+bool arrive(Ep* ep, RdmLink& l, const RdmMsg& m, Op* b) {
+  RdmConns& r = *ep->rdm;
+  if (l.peer == FI_ADDR_NOTAVAIL) l.peer = av_lookup(r.av, l.name);
+  Arrived a{.qp = l.qp, .link = l.serial, .src = l.peer, .flags = m.flags, .tag = m.tag, .cq_data = m.cq_data,
+            .msg_id = m.msg_id, .size = m.size, .rendezvous = m.op == RdmOp::kRendezvous,
+            .stag = m.stag, .addr = m.addr, .data = {}, .payload = m.payload};
+  const MsgKey key{l.peer, (m.flags & kRdmTagged) != 0, m.tag};
+  if (auto* recv = static_cast<Op*>(r.matcher.take_recv(key))) {
+    deliver(ep, recv, a);
+    return false;
+  }
+  auto* kept = new Arrived(a);
+  static const auto bound =
+      static_cast<size_t>(settings::get_int(settings::Id::kUnexpectedBytes));
+  r.matcher.queue_message(key, kept);
+  if (a.rendezvous) return false;
+  if (l.kept_bytes + m.size > bound) {
+    kept->held = b;
+    l.held.insert(kept);
+    return true;
+  }
+  kept->data.assign(m.payload, m.payload + m.size);
+  kept->payload = kept->data.data();
+  l.kept_bytes += m.size;
+  return false;
+}
+
+// A kept message was taken (delivered or discarded): its bytes or its
+// buffer are free again.
+void taken(Ep* ep, Arrived* a) {
+  RdmLink* l = link_of(ep, a->qp);
+  if (l && l->serial == a->link) {
+    if (a->held) {
+      l->held.erase(a);
+      repost(ep, *l, a->held);
+      flush(ep, *l);
+    } else if (!a->rendezvous) {
+      l->kept_bytes -= a->size;
+    }
+  }
+  delete a;
+}
+
+// The target has read a long send's data: it completes.
+void rendezvous_done(Ep* ep, RdmLink& l, uint64_t msg_id) {
+  RdmConns& r = *ep->rdm;
+  auto it = r.rendezvous.find(msg_id);
+  if (it == r.rendezvous.end() || it->second->qp != l.qp) {
+    FI_WARN(&g_prov, FI_LOG_EP_DATA, "RDM endpoint: a peer finished a message it was not sent\n");
+    return;
+  }
+  Op* op = it->second;
+  r.rendezvous.erase(it);
+  engine(ep).dereg_mr(op->rndv_stag);
+  fi_cq_err_entry e{};
+  e.flags = op->flags;
+  e.len = op->len;
+  complete(op, ep->tx_cq, e, 0, FI_ADDR_NOTAVAIL);
+}
+
+void on_buffer(Op* b, const Wc& wc) {
+  Ep* ep = b->ep;
+  RdmLink* l = link_of(ep, b->qp);
+  if (!l) {
+    free_op(b);
+    return;
+  }
+  RdmMsg m;
+  const RdmParse p = rdm_parse(static_cast<const uint8_t*>(b->buf), wc.byte_len, kRdmEager, &m);
+  if (p != RdmParse::kOk) {
+    FI_WARN(&g_prov, FI_LOG_EP_DATA, "RDM endpoint: a peer's message dropped: %s\n",
+            rdm_parse_name(p));
+    repost(ep, *l, b);
+    return;
+  }
+  l->credits += m.credits;
+  switch (m.op) {
+    case RdmOp::kEager:
+    case RdmOp::kRendezvous:
+      if (arrive(ep, *l, m, b)) {
+        flush(ep, *l);
+        return;
+      }
+      break;
+    case RdmOp::kRendezvousDone:
+      rendezvous_done(ep, *l, m.msg_id);
+      break;
+    default:  // kCredit: the credits were all; kDeliveryAck is not sent yet
+      break;
+  }
+  repost(ep, *l, b);
+  flush(ep, *l);
+}
+
+void on_read(Op* rd, const Wc& wc) {
+  Ep* ep = rd->ep;
+  finish_recv(ep, rd->owner, wc.status == WcStatus::kSuccess ? 0 : cq_error(wc.status));
+  if (RdmLink* l = link_of(ep, rd->qp)) send_control(ep, *l, RdmOp::kRendezvousDone, rd->msg_id);
+  free_op(rd);
+}
+
+}  // namespace
+
+uint32_t rdm_link_buffers(const Ep* ep) {
+  return (ep->info->caps & (FI_MSG | FI_TAGGED)) ? kBuffers : 0;
+}
+
+int rdm_link_open(Ep* ep, Qp* qp, fi_addr_t peer, const sockaddr_in& name, uint32_t credits) {
+  auto l = std::make_unique<RdmLink>();
+  l->qp = qp;
+  l->serial = ++g_serial;
+  l->peer = peer;
+  l->name = name;
+  l->credits = credits;
+  const uint32_t buffers = rdm_link_buffers(ep);
+  l->slab.resize(buffers * kSlot);
+  for (uint32_t i = 0; i < buffers; ++i) {
+    Op* b = ep->dom->core().ops.get();
+    b->ep = ep;
+    b->work = RdmWork::kBuffer;
+    b->qp = qp;
+    b->buf = l->slab.data() + i * kSlot;
+    if (int rc = post_buffer(ep, *l, b); rc != 0) {
+      free_op(b);
+      return fi_error(rc);  // the QP's flush returns those posted
+    }
+  }
+  ep->rdm->links[qp] = std::move(l);
+  return 0;
+}
+
+void rdm_link_credits(Ep* ep, Qp* qp, uint32_t credits) {
+  if (RdmLink* l = link_of(ep, qp)) {
+    l->credits = credits;
+    flush(ep, *l);
+  }
+}
+
+void rdm_link_close(Ep* ep, Qp* qp) {
+  RdmConns& r = *ep->rdm;
+  if (RdmLink* l = link_of(ep, qp)) {
+    // Messages left in buffers outlive them: copied out now.
+    for (void* m : l->held) {
+      auto* a = static_cast<Arrived*>(m);
+      a->data.assign(a->payload, a->payload + a->size);
+      a->payload = a->data.data();
+      free_op(a->held);
+      a->held = nullptr;
+    }
+  }
+  r.links.erase(qp);
+  for (auto it = r.rendezvous.begin(); it != r.rendezvous.end();) {
+    Op* op = it->second;
+    if (op->qp != qp) {
+      ++it;
+      continue;
+    }
+    it = r.rendezvous.erase(it);
+    engine(ep).dereg_mr(op->rndv_stag);
+    fail(op, ep->tx_cq, FI_ECONNABORTED);
+  }
+}
+
+RdmConns::~RdmConns() {
+  // Kept messages; receives still posted are the engine's records (the
+  // pool's) and go with the core.
+  while (void* m = matcher.take_message(RecvSpec{})) delete static_cast<Arrived*>(m);
+  while (void* m = matcher.take_message(RecvSpec{.tagged = true, .ignore = ~uint64_t{0}}))
+    delete static_cast<Arrived*>(m);
+}
+
+void rdm_internal(Op* op, const Wc& wc) {
+  if (wc.status != WcStatus::kSuccess) {
+    // The connection failed or went: rdm_ep.cc drops it, failing what it
+    // carried; a Read's receive fails here.
+    if (op->work == RdmWork::kRead) {
+      finish_recv(op->ep, op->owner, cq_error(wc.status));
+    }
+    free_op(op);
+    return;
+  }
+  switch (op->work) {
+    case RdmWork::kBuffer: on_buffer(op, wc); break;
+    case RdmWork::kRead: on_read(op, wc); break;
+    default: free_op(op); break;  // a control message went
+  }
+}
+
+ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx,
+                 uint64_t flags, bool tagged, uint64_t tag, const uint64_t* data) {
+  std::lock_guard g(ep->dom->core().mu);
+  if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
+  if (count > kMaxIov) return -FI_EINVAL;  // the header takes the last SGE
+  int err = 0;
+  Qp* qp = target_qp(ep, dest, &err);
+  if (!qp) return err;
+  RdmLink* l = link_of(ep, qp);
+  if (!l) return -FI_EOPBADSTATE;
+  const size_t size = iov_bytes(iov, count);
+  const bool inject = flags & FI_INJECT;
+  if (inject && size > ep->info->tx_attr->inject_size) return -FI_EINVAL;
+  if (l->credits < 2) {  // the last one is kept for kCredit
+    flush(ep, *l);
+    return -FI_EAGAIN;
+  }
+  Op* op = new_op(ep, ctx, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), flags | ep->tx_flags, true,
+                  ep->send_cntr);
+  op->len = size;
+  op->qp = qp;
+  if (inject) op->report = false;
+  const uint16_t mflags = (tagged ? kRdmTagged : 0) | (data ? kRdmCqData : 0);
+  const uint64_t cq_data = data ? *data : 0;
+  (void)desc;  // the engine needs no MR for a Send's or a Read's local buffers
+  if (size <= kRdmEager) {
+    if (inject) {
+      SendWr unused{};
+      inject_copy(ep, op, iov, count, &unused);
+    } else {
+      std::copy(iov, iov + count, op->iov);
+      op->iov_count = count;
+    }
+    // post_send frees op on failure.
+    return send_message(ep, *l, op, RdmOp::kEager, mflags, tag, cq_data, 0, size, nullptr, 0);
+  }
+  // Rendezvous: the target reads the data where it is (one iovec), or
+  // from a copy.
+  void* at = count ? iov[0].iov_base : nullptr;
+  if (count > 1) {
+    op->inject.resize(size);
+    size_t off = 0;
+    for (size_t i = 0; i < count; ++i) {
+      std::memcpy(op->inject.data() + off, iov[i].iov_base, iov[i].iov_len);
+      off += iov[i].iov_len;
+    }
+    at = op->inject.data();
+  }
+  Mr* mr = engine(ep).reg_mr(ep->dom->pd, at, size, kAccessRemoteRead);
+  if (!mr) {
+    free_op(op);
+    return -FI_ENOMEM;
+  }
+  op->rndv_stag = mr->stag;
+  op->msg_id = ep->rdm->next_msg_id++;
+  RdmRendezvous target{};
+  target.stag.set(mr->stag);
+  target.addr.set(reinterpret_cast<uint64_t>(at));
+  Op* c = control_op(ep, *l);
+  if (int rc = send_message(ep, *l, c, RdmOp::kRendezvous, mflags, tag, cq_data, op->msg_id,
+                            size, &target, sizeof(target));
+      rc != 0) {
+    free_op(c);
+    engine(ep).dereg_mr(mr->stag);
+    free_op(op);
+    return rc;
+  }
+  ep->rdm->rendezvous[op->msg_id] = op;
+  return 0;
+}
+
+namespace {
+
+// FI_PEEK, FI_CLAIM, FI_DISCARD (fi_tagged(3)): a look at the kept
+// messages without a receive buffer, or the taking of a claimed one.
+ssize_t peek(Ep* ep, Op* op, const RecvSpec& spec, uint64_t flags) {
+  RdmConns& r = *ep->rdm;
+  MsgKey key;
+  void* m = (flags & FI_PEEK) ? r.matcher.peek(spec, &key) : r.matcher.take_claimed(op->context);
+  if (!m) {
+    fail(op, ep->rx_cq, FI_ENOMSG);
+    return 0;
+  }
+  auto* a = static_cast<Arrived*>(m);
+  if (!(flags & (FI_PEEK | FI_DISCARD))) {  // FI_CLAIM: taken into this receive
+    deliver(ep, op, *a);
+    taken(ep, a);
+    return 0;
+  }
+  // What the message is, nothing copied; always reported.
+  fi_cq_err_entry e{};
+  e.flags = op->flags | ((a->flags & kRdmCqData) ? FI_REMOTE_CQ_DATA : 0);
+  e.len = (flags & FI_DISCARD) ? 0 : a->size;
+  e.tag = a->tag;
+  e.data = a->cq_data;
+  const fi_addr_t src = a->src;
+  if (flags & FI_DISCARD) {
+    if (flags & FI_PEEK) r.matcher.remove_message(a);
+    taken(ep, a);
+  } else if (flags & FI_CLAIM) {
+    r.matcher.claim(a, op->context);
+  }
+  op->report = true;
+  complete(op, ep->rx_cq, e, 0, src);
+  return 0;
+}
+
+}  // namespace
+
+ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx,
+                 uint64_t flags, bool tagged, uint64_t tag, uint64_t ignore) {
+  (void)desc;  // received into directly or copied into: no MR needed
+  std::lock_guard g(ep->dom->core().mu);
+  if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (count > kMaxIov) return -FI_EINVAL;
+  RdmConns& r = *ep->rdm;
+  Op* op = new_op(ep, ctx, FI_RECV | (tagged ? FI_TAGGED : FI_MSG), flags | ep->rx_flags, false,
+                  ep->recv_cntr);
+  op->buf = count ? iov[0].iov_base : nullptr;
+  op->len = iov_bytes(iov, count);
+  std::copy(iov, iov + count, op->iov);
+  op->iov_count = count;
+  const bool directed = ep->info->caps & FI_DIRECTED_RECV;
+  const RecvSpec spec{directed ? src : FI_ADDR_UNSPEC, tagged, tag, ignore};
+  if (tagged && (flags & (FI_PEEK | FI_CLAIM))) return peek(ep, op, spec, flags);
+  if (auto* a = static_cast<Arrived*>(r.matcher.take_message(spec))) {
+    deliver(ep, op, *a);
+    taken(ep, a);
+    return 0;
+  }
+  r.matcher.queue_recv(spec, op, false);
+  return 0;
+}
+
+}  // namespace softrdma::prov
