@@ -323,6 +323,40 @@ TEST_F(RdmMsg, FastSenderSlowReceiver) {
   EXPECT_EQ(sends_done, 0u) << "injects report nothing";
 }
 
+// The endpoint's own work (its buffers, credits, control messages) takes no
+// room in the application's CQ: a CQ of 8 entries, one of them unread,
+// while 64 more messages arrive (Open MPI's MTL opens CQs of 100).
+TEST_F(RdmMsg, SmallCqs) {
+  Peer& a = add(8);
+  Peer& b = add(8);
+  constexpr size_t kCount = 64;
+  uint64_t first = 0, one = 1;
+  ASSERT_EQ(fi_trecv(b.ep(), &first, 8, nullptr, FI_ADDR_UNSPEC, 100, 0, &first), 0);
+  std::vector<uint64_t> out(kCount), in(kCount, 0);
+  // Only a's CQ is read: the process's one engine progresses, b's entry waits.
+  auto send = [&](const uint64_t* v, uint64_t tag) {
+    fi_cq_tagged_entry e;
+    ssize_t rc;
+    while ((rc = fi_tsend(a.ep(), v, 8, nullptr, b.addr(), tag, nullptr)) == -FI_EAGAIN)
+      ASSERT_NE(fi_cq_read(a.cq(), &e, 1), -FI_EAVAIL);
+    ASSERT_EQ(rc, 0);
+    ASSERT_NE(fi_cq_read(a.cq(), &e, 1), -FI_EAVAIL);
+  };
+  ASSERT_NO_FATAL_FAILURE(send(&one, 100));
+  for (size_t i = 0; i < kCount; ++i) {
+    out[i] = i * 3;
+    ASSERT_NO_FATAL_FAILURE(send(&out[i], 200 + i));
+  }
+  fi_cq_tagged_entry e;
+  for (int i = 0; i < 100; ++i) fi_cq_read(a.cq(), &e, 1);
+  for (size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(fi_trecv(b.ep(), &in[i], 8, nullptr, FI_ADDR_UNSPEC, 200 + i, 0, &in[i]), 0);
+  auto got = reap(b, kCount + 1);
+  ASSERT_EQ(got.size(), kCount + 1);
+  EXPECT_EQ(first, 1u);
+  EXPECT_EQ(in, out);
+}
+
 TEST_F(RdmMsg, SixtyFourSendersToOneEndpoint) {
   Peer& t = add();
   constexpr size_t kPeers = 64, kLen = 20000;  // rendezvous

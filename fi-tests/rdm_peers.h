@@ -82,9 +82,11 @@ class Domain {
 
 class Peer {
  public:
-  explicit Peer(Domain& d) : window_(kWindow, 0) {
+  // cq_size 0: the provider's default.
+  explicit Peer(Domain& d, size_t cq_size = 0) : window_(kWindow, 0) {
     fi_cq_attr ca{};
     ca.format = FI_CQ_FORMAT_TAGGED;
+    ca.size = cq_size;
     EXPECT_EQ(fi_cq_open(d.domain(), &ca, &cq_, nullptr), 0);
     EXPECT_EQ(fi_endpoint(d.domain(), d.info(), &ep_, nullptr), 0);
     EXPECT_EQ(fi_ep_bind(ep_, &d.av()->fid, 0), 0);
@@ -167,8 +169,8 @@ class RdmFixture : public ::testing::Test {
     peers_.clear();
     d_.reset();
   }
-  Peer& add() {
-    peers_.push_back(std::make_unique<Peer>(*d_));
+  Peer& add(size_t cq_size = 0) {
+    peers_.push_back(std::make_unique<Peer>(*d_, cq_size));
     return *peers_.back();
   }
 

@@ -319,6 +319,8 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   e->protocol = FI_PROTO_IWARP;
   e->protocol_version = 1;
   e->max_msg_size = kMaxMsg;
+  // fi_endpoint(3)'s generic format: all 64 bits are matched.
+  e->mem_tag_format = (caps & FI_TAGGED) ? 0xaaaaaaaaaaaaaaaaULL : 0;
   e->msg_prefix_size = 0;
   e->max_order_raw_size = kMaxMsg;
   e->max_order_war_size = kMaxMsg;

@@ -219,6 +219,7 @@ fi_ops_cm g_ep_cm_ops = {sizeof(fi_ops_cm), ep_setname, ep_getname, ep_getpeer, 
 QpInit qp_init(Ep* ep) {
   Cq* tx = ep->tx_cq ? ep->tx_cq : ep->dom->sink;
   Cq* rx = ep->rx_cq ? ep->rx_cq : ep->dom->sink;
+  if (ep->rdm) tx = rx = ep->rdm->work;
   return QpInit{.pd = ep->dom->pd, .send_cq = tx->ecq, .recv_cq = rx->ecq,
                 .sq_depth = static_cast<uint32_t>(ep->info->tx_attr->size),
                 .rq_depth = static_cast<uint32_t>(ep->info->rx_attr->size)};

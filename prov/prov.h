@@ -238,6 +238,10 @@ struct Cq {
   // dropping.
   size_t size = 0;
   bool sink = false;  // the domain's CQ for unbound directions: nobody reads it
+  // An RDM endpoint's own (RdmConns::work): the engine's completions of its
+  // connections, settled into the endpoint's CQ. Its buffers' and control
+  // messages' completions thus never take room in the application's CQ.
+  bool forward = false;
   // Entries the provider makes itself (an RDM endpoint's matched messages),
   // handed out after the engine's.
   std::deque<CqItem> made;
@@ -414,6 +418,7 @@ struct RdmConns {
   RdmMatcher matcher;
   std::map<uint64_t, Op*> rendezvous;
   uint64_t next_msg_id = 1;
+  Cq* work = nullptr;  // what its QPs complete to (Cq::forward)
   ~RdmConns();
 };
 int rdm_enable(Ep* ep);

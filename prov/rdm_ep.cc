@@ -21,6 +21,10 @@ namespace softrdma::prov {
 
 namespace {
 
+// Completions of the endpoint's connections settled at once; more than this
+// between two progress passes wait in the engine's overflow, none is lost.
+constexpr size_t kWorkCqSize = 1024;
+
 void drop(Ep* ep, Qp* qp) {
   RdmConns& r = *ep->rdm;
   std::erase_if(r.out, [qp](const auto& e) { return e.second == qp; });
@@ -42,7 +46,17 @@ int rdm_enable(Ep* ep) {
   if (ep->info->src_addr && ep->info->src_addrlen >= sizeof(sockaddr_in))
     std::memcpy(&r.name, ep->info->src_addr, sizeof(r.name));
   bool elsewhere = false;
-  if (int rc = listen_named(core, &r.name, &r.listener, &elsewhere); rc != 0) return rc;
+  fid_cq* work;
+  fi_cq_attr attr{};
+  attr.size = kWorkCqSize;
+  if (int rc = cq_open(&ep->dom->fid, &attr, &work, nullptr); rc != 0) return rc;
+  r.work = from_fid<Cq>(work);
+  r.work->forward = true;
+  if (int rc = listen_named(core, &r.name, &r.listener, &elsewhere); rc != 0) {
+    fi_close(&work->fid);
+    r.work = nullptr;
+    return rc;
+  }
   core.rdm_listeners[r.listener] = ep;
   return 0;
 }
@@ -60,6 +74,7 @@ void rdm_close(Ep* ep) {
   while (!r.out.empty()) drop(ep, r.out.begin()->second);
   while (!r.in.empty()) drop(ep, *r.in.begin());
   for (Cq* cq : core.cqs) cq->settle();
+  if (r.work) fi_close(&r.work->fid.fid);
   if (r.av) r.av->users.drop();
 }
 
