@@ -244,6 +244,26 @@ TEST_F(RdmMsg, PeekClaimDiscard) {
   EXPECT_STREQ(other, m8);
 }
 
+TEST_F(RdmMsg, CancelAReceive) {
+  Peer& a = add();
+  Peer& b = add();
+  uint64_t x = 0, y = 0, v = 42;
+  ASSERT_EQ(fi_trecv(b.ep(), &x, 8, nullptr, FI_ADDR_UNSPEC, 5, 0, &x), 0);
+  ASSERT_EQ(fi_trecv(b.ep(), &y, 8, nullptr, FI_ADDR_UNSPEC, 5, 0, &y), 0);
+  ASSERT_EQ(fi_cancel(&b.ep()->fid, &x), 0);
+  EXPECT_EQ(fi_cancel(&b.ep()->fid, &x), -FI_ENOENT);
+  Entry e;
+  ASSERT_TRUE(next(b, &e));
+  EXPECT_EQ(e.err.err, FI_ECANCELED);
+  EXPECT_EQ(e.err.op_context, &x);
+  // The message goes to the receive still posted.
+  tsend(a, &v, 8, b, 5, &v);
+  auto got = reap(b, 1);
+  EXPECT_EQ(got.count(&y), 1u);
+  EXPECT_EQ(y, 42u);
+  EXPECT_EQ(x, 0u);
+}
+
 TEST_F(RdmMsg, RemoteCqDataInjectAndTruncation) {
   Peer& a = add();
   Peer& b = add();

@@ -122,7 +122,12 @@ int ep_control(fid* f, int command, void* arg) {
   }
 }
 
-ssize_t ep_cancel(fid_t, void*) { return -FI_ENOENT; }  // posted work only ends by completion
+// An RDM endpoint's receives wait in the provider and can be taken back;
+// other posted work only ends by completion.
+ssize_t ep_cancel(fid_t f, void* ctx) {
+  auto* ep = from_fid<Ep>(f);
+  return ep->rdm ? rdm_cancel(ep, ctx) : -FI_ENOENT;
+}
 
 // The local address the kernel would send from to reach ip (on this host,
 // an own address is its own source).

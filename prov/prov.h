@@ -447,6 +447,8 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
                  uint64_t flags, bool tagged, uint64_t tag, const uint64_t* data);
 ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx,
                  uint64_t flags, bool tagged, uint64_t tag, uint64_t ignore);
+// fi_cancel of a receive still waiting for its message.
+ssize_t rdm_cancel(Ep* ep, void* ctx);
 extern fi_ops_msg g_rdm_msg_ops;
 extern fi_ops_tagged g_rdm_tagged_ops;
 

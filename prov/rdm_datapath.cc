@@ -528,6 +528,15 @@ ssize_t peek(Ep* ep, Op* op, const RecvSpec& spec, uint64_t flags) {
 
 }  // namespace
 
+ssize_t rdm_cancel(Ep* ep, void* ctx) {
+  std::lock_guard g(ep->dom->core().mu);
+  void* recv = ep->rdm->matcher.remove_recv_if(
+      [ctx](const void* r) { return static_cast<const Op*>(r)->context == ctx; });
+  if (!recv) return -FI_ENOENT;  // not posted, or taken by a message already
+  fail(static_cast<Op*>(recv), ep->rx_cq, FI_ECANCELED);
+  return 0;
+}
+
 ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx,
                  uint64_t flags, bool tagged, uint64_t tag, uint64_t ignore) {
   (void)desc;  // received into directly or copied into: no MR needed

@@ -56,6 +56,18 @@ class RdmMatcher {
   void queue_recv(const RecvSpec& spec, void* recv, bool multi);
   // fi_cancel, or a multi-receive buffer retired: false if it was not posted.
   bool remove_recv(const void* recv);
+  // fi_cancel by context: the first posted receive pred(recv) accepts, taken
+  // off the queue; or null.
+  template <typename Pred>
+  void* remove_recv_if(Pred pred) {
+    for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
+      if (!pred(it->recv)) continue;
+      void* recv = it->recv;
+      recvs_.erase(it);
+      return recv;
+    }
+    return nullptr;
+  }
 
   // FI_PEEK: the first waiting unclaimed message spec accepts, left in
   // place (*key says what it is); null: none (FI_ENOMSG).
