@@ -397,9 +397,7 @@ void rdm_link_close(Ep* ep, Qp* qp) {
 RdmConns::~RdmConns() {
   // Kept messages; receives still posted are the engine's records (the
   // pool's) and go with the core.
-  while (void* m = matcher.take_message(RecvSpec{})) delete static_cast<Arrived*>(m);
-  while (void* m = matcher.take_message(RecvSpec{.tagged = true, .ignore = ~uint64_t{0}}))
-    delete static_cast<Arrived*>(m);
+  matcher.drain_messages([](void* m) { delete static_cast<Arrived*>(m); });
 }
 
 void rdm_internal(Op* op, const Wc& wc) {

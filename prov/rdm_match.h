@@ -80,6 +80,16 @@ class RdmMatcher {
   // FI_PEEK | FI_DISCARD: takes a message peek returned off the queue.
   void remove_message(const void* msg);
 
+  // Every waiting message, claimed or not, taken off the queue in turn.
+  template <typename F>
+  void drain_messages(F f) {
+    while (!msgs_.empty()) {
+      void* m = msgs_.front().msg;
+      msgs_.pop_front();
+      f(m);
+    }
+  }
+
   size_t recvs_posted() const { return recvs_.size(); }
   size_t messages_waiting() const { return msgs_.size(); }
 
