@@ -443,8 +443,10 @@ uint32_t rdm_link_buffers(const Ep* ep);
 void rdm_link_close(Ep* ep, Qp* qp);
 // Engine completions of the endpoint's own work (Cq::settle).
 void rdm_internal(Op* op, const Wc& wc);
+// report: false for the fi_inject calls, which never complete to the CQ
+// (fi_sendmsg with FI_INJECT does).
 ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx,
-                 uint64_t flags, bool tagged, uint64_t tag, const uint64_t* data);
+                 uint64_t flags, bool tagged, uint64_t tag, const uint64_t* data, bool report);
 ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t src, void* ctx,
                  uint64_t flags, bool tagged, uint64_t tag, uint64_t ignore);
 // fi_cancel of a receive still waiting for its message.

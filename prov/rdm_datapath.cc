@@ -418,7 +418,7 @@ void rdm_internal(Op* op, const Wc& wc) {
 }
 
 ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx,
-                 uint64_t flags, bool tagged, uint64_t tag, const uint64_t* data) {
+                 uint64_t flags, bool tagged, uint64_t tag, const uint64_t* data, bool report) {
   std::lock_guard g(ep->dom->core().mu);
   if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
   if (count > kMaxIov) return -FI_EINVAL;  // the header takes the last SGE
@@ -438,7 +438,11 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
                   ep->send_cntr);
   op->len = size;
   op->qp = qp;
-  if (inject) op->report = false;
+  if (!report) op->report = false;  // fi_inject: never a completion
+  // Transmit-complete: the peer has the message. A Send completes when
+  // its stream took it, which an exiting peer's user-space stack may never
+  // send: a zero-length Read behind it completes once it arrived.
+  if ((flags | ep->tx_flags) & FI_TRANSMIT_COMPLETE) op->delivery = true;
   const uint16_t mflags = (tagged ? kRdmTagged : 0) | (data ? kRdmCqData : 0);
   const uint64_t cq_data = data ? *data : 0;
   (void)desc;  // the engine needs no MR for a Send's or a Read's local buffers

@@ -21,27 +21,27 @@ ssize_t recvmsg(fid_ep* f, const fi_msg* m, uint64_t flags) {
 }
 ssize_t send(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, void* ctx) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, false, 0, nullptr);
+  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, false, 0, nullptr, true);
 }
 ssize_t sendv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t dest, void* ctx) {
-  return rdm_send(ep_of(f), iov, desc, count, dest, ctx, 0, false, 0, nullptr);
+  return rdm_send(ep_of(f), iov, desc, count, dest, ctx, 0, false, 0, nullptr, true);
 }
 ssize_t sendmsg(fid_ep* f, const fi_msg* m, uint64_t flags) {
   return rdm_send(ep_of(f), m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags, false,
-                  0, (flags & FI_REMOTE_CQ_DATA) ? &m->data : nullptr);
+                  0, (flags & FI_REMOTE_CQ_DATA) ? &m->data : nullptr, true);
 }
 ssize_t inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, false, 0, nullptr);
+  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, false, 0, nullptr, false);
 }
 ssize_t senddata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
                  fi_addr_t dest, void* ctx) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, false, 0, &data);
+  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, false, 0, &data, true);
 }
 ssize_t injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, false, 0, &data);
+  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, false, 0, &data, false);
 }
 
 ssize_t trecv(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t tag,
@@ -60,29 +60,29 @@ ssize_t trecvmsg(fid_ep* f, const fi_msg_tagged* m, uint64_t flags) {
 ssize_t tsend(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t tag,
               void* ctx) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, true, tag, nullptr);
+  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, true, tag, nullptr, true);
 }
 ssize_t tsendv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t dest,
                uint64_t tag, void* ctx) {
-  return rdm_send(ep_of(f), iov, desc, count, dest, ctx, 0, true, tag, nullptr);
+  return rdm_send(ep_of(f), iov, desc, count, dest, ctx, 0, true, tag, nullptr, true);
 }
 ssize_t tsendmsg(fid_ep* f, const fi_msg_tagged* m, uint64_t flags) {
   return rdm_send(ep_of(f), m->msg_iov, m->desc, m->iov_count, m->addr, m->context, flags, true,
-                  m->tag, (flags & FI_REMOTE_CQ_DATA) ? &m->data : nullptr);
+                  m->tag, (flags & FI_REMOTE_CQ_DATA) ? &m->data : nullptr, true);
 }
 ssize_t tinject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, true, tag, nullptr);
+  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, true, tag, nullptr, false);
 }
 ssize_t tsenddata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
                   fi_addr_t dest, uint64_t tag, void* ctx) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, true, tag, &data);
+  return rdm_send(ep_of(f), &v, &desc, 1, dest, ctx, 0, true, tag, &data, true);
 }
 ssize_t tinjectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                     uint64_t tag) {
   iovec v{const_cast<void*>(buf), len};
-  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, true, tag, &data);
+  return rdm_send(ep_of(f), &v, nullptr, 1, dest, nullptr, FI_INJECT, true, tag, &data, false);
 }
 
 }  // namespace
