@@ -4,7 +4,8 @@
 // address (FI_SOURCE); messages that arrive before their receive; tag
 // matching with ignore bits and directed receives; peek, claim and discard;
 // remote CQ data and inject; truncation; a sender far faster than its
-// receiver; 64 senders to one endpoint.
+// receiver; 64 senders to one endpoint; a peer that breaks the protocol
+// loses its connection and nobody else is harmed.
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -404,6 +405,70 @@ TEST_F(RdmMsg, SixtyFourSendersToOneEndpoint) {
     EXPECT_EQ(in[i], out[i]) << i;
   }
   for (size_t i = 0; i < kPeers; ++i) reap(*peers_[1 + i], 1);
+}
+
+// The protocol's bytes (prov/rdm_wire.h) as a peer that breaks it writes
+// them: a hello naming 127.0.0.1:port, and a 40-byte message header.
+std::vector<uint8_t> hello(uint16_t port, uint32_t credits) {
+  std::vector<uint8_t> h = {'S', 'R', 'D', 'M', 1, 0, uint8_t(port >> 8), uint8_t(port), 127, 0,
+                            0, 1};
+  for (int i = 3; i >= 0; --i) h.push_back(uint8_t(credits >> (8 * i)));
+  return h;
+}
+std::vector<uint8_t> header(uint8_t op, uint32_t credits, uint64_t msg_id) {
+  std::vector<uint8_t> m(40, 0);
+  m[0] = 1;
+  m[1] = op;
+  for (int i = 0; i < 4; ++i) m[4 + i] = uint8_t(credits >> (8 * (3 - i)));
+  for (int i = 0; i < 8; ++i) m[24 + i] = uint8_t(msg_id >> (8 * (7 - i)));
+  return m;
+}
+
+// A peer that connects with a valid hello and then sends what the protocol
+// forbids is disconnected (it sees FI_SHUTDOWN); the endpoint goes on
+// serving its other peers.
+TEST_F(RdmMsg, APeerThatBreaksTheProtocolIsDisconnected) {
+  Peer& t = add();
+  Peer& other = add();
+  sockaddr_in name{};
+  size_t len = sizeof(name);
+  ASSERT_EQ(fi_getname(&t.ep()->fid, &name, &len), 0);
+  const std::vector<std::pair<const char*, std::vector<uint8_t>>> broken = {
+      {"unknown op", header(9, 0, 0)},
+      {"shorter than its header", {1, 5, 0}},
+      {"more credits than it could have given", header(5, 33, 0)},
+      {"a finish for a message it was not sent", header(3, 0, 12345)},
+  };
+  Fabric f;
+  ASSERT_NE(f.domain(), nullptr);
+  for (const auto& [what, bytes] : broken) {
+    SCOPED_TRACE(what);
+    auto raw = f.open_ep(f.info());
+    const auto h = hello(1, 0);
+    ASSERT_EQ(fi_connect(raw->ep, &name, h.data(), h.size()), 0);
+    uint32_t event = 0;
+    fi_eq_cm_entry cm{};
+    ASSERT_TRUE(poll_until([&] {
+      progress();
+      return fi_eq_read(raw->eq, &event, &cm, sizeof(cm), 0) > 0;
+    }));
+    ASSERT_EQ(event, FI_CONNECTED);
+    ASSERT_EQ(fi_send(raw->ep, bytes.data(), bytes.size(), nullptr, 0, nullptr), 0);
+    EXPECT_TRUE(poll_until([&] {
+      progress();
+      fi_cq_data_entry e;
+      fi_cq_read(raw->tx, &e, 1);
+      return fi_eq_read(raw->eq, &event, &cm, sizeof(cm), 0) > 0;
+    }));
+    EXPECT_EQ(event, FI_SHUTDOWN);
+  }
+  // The others are unharmed.
+  uint64_t in = 0, out = 0x5A5A;
+  ASSERT_EQ(fi_trecv(t.ep(), &in, sizeof(in), nullptr, FI_ADDR_UNSPEC, 7, 0, &in), 0);
+  tsend(other, &out, sizeof(out), t, 7, &out);
+  reap(t, 1);
+  reap(other, 1);
+  EXPECT_EQ(in, out);
 }
 
 }  // namespace

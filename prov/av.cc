@@ -30,6 +30,7 @@ bool usable(const sockaddr_in& a) {
 
 // The lowest free index gets a; returns it.
 fi_addr_t put(Av* av, const sockaddr_in& a) {
+  ++av->changes;
   if (av->free_slots.empty()) {
     av->names.push_back(a);
     return av->names.size() - 1;
@@ -199,6 +200,7 @@ int av_remove(fid_av* f, fi_addr_t* fi_addr, size_t count, uint64_t flags) {
     for (size_t k = 0; k < i; ++k)
       if (fi_addr[k] == fi_addr[i]) return -FI_EINVAL;  // named twice
   }
+  if (count > 0) ++av->changes;
   for (size_t i = 0; i < count; ++i) {
     av->names[fi_addr[i]] = sockaddr_in{};
     av->free_slots.insert(fi_addr[i]);

@@ -137,19 +137,16 @@ void Cq::settle() {
       wc.wr_id = 0;
       return;
     }
+    fi_cq_err_entry e;
+    const int err = outcome(op, wc, &e);
+    if (err == 0) atomic_fetched(op);
     if (forward) {  // an RDM endpoint's operation: to its CQ, as an entry made there
-      fi_cq_err_entry e;
-      const int err = outcome(op, wc, &e);
-      if (err == 0) atomic_fetched(op);
       cntr_add(op->cntr, err != 0);
       if (Cq* to = op->ep->tx_cq; to && (err != 0 || op->report)) to->push(CqItem{e, err != 0});
       free_op(op);
       wc.wr_id = 0;
       return;
     }
-    fi_cq_err_entry e;
-    const int err = outcome(op, wc, &e);
-    if (err == 0) atomic_fetched(op);
     // fi_writedata's target consumed a receive: always reported
     // (FI_RX_CQ_DATA), and counted by no receive counter.
     const bool remote_write = err == 0 && wc.opcode == WcOpcode::kRecvRdmaImm;

@@ -276,6 +276,7 @@ struct Av {
   Eq* eq = nullptr;
   std::vector<sockaddr_in> names;  // sin_family 0: a free entry
   std::set<fi_addr_t> free_slots;  // the lowest is taken first
+  uint64_t changes = 0;            // inserts and removals so far: what a cached lookup saw
   Children users;                  // endpoints bound to it (fi_close answers -FI_EBUSY)
 };
 // The name at an AV entry; null for one not in use.
@@ -390,6 +391,7 @@ struct RdmLink {
   Qp* qp = nullptr;
   uint64_t serial = 0;  // told apart from a later link on a reused Qp address
   fi_addr_t peer = FI_ADDR_NOTAVAIL;  // the sender's AV entry (FI_SOURCE), once known
+  uint64_t av_seen = 0;               // Av::changes when peer was looked up
   sockaddr_in name{};                 // where the peer listens (its hello)
   std::vector<uint8_t> slab;          // the eager buffers
   uint32_t credits = 0;               // buffers the peer has posted for us
@@ -402,13 +404,14 @@ struct RdmLink {
   // left in their buffers, which then stay from the sender until taken.
   size_t kept_bytes = 0;
   std::set<void*> held;
+  bool ending = false;  // the peer broke the protocol: disconnecting
 };
 
 struct RdmConns {
   Av* av = nullptr;
   Listener* listener = nullptr;
   sockaddr_in name{};            // where peers reach it (fi_getname)
-  std::map<fi_addr_t, Qp*> out;  // what operations to a peer use, by its AV entry
+  std::map<fi_addr_t, RdmLink*> out;  // what operations to a peer use, by its AV entry
   std::set<Qp*> in;              // the connections peers made
   std::set<Qp*> serving;         // those of them in out
   // Messages (rdm_datapath.cc): each connection's eager buffers and
@@ -426,6 +429,7 @@ void rdm_close(Ep* ep);
 // The QP an operation to dest goes on: the endpoint's own (FI_EP_MSG), or
 // the connection to dest, started now if there is none; null with *err.
 Qp* target_qp(Ep* ep, fi_addr_t dest, int* err);
+RdmLink* target_link(Ep* ep, fi_addr_t dest, int* err);  // the same, for an RDM endpoint
 // The engine's CM events for RDM endpoints (Core::dispatch_cm).
 void rdm_conn_request(Ep* ep, const CmEvent& ev);
 void rdm_conn_event(Ep* ep, const CmEvent& ev);
@@ -436,6 +440,8 @@ inline constexpr size_t kRdmEager = 8192;  // longer messages go by rendezvous
 // other end has in ours, or FI_ADDR_NOTAVAIL; name: where it listens.
 int rdm_link_open(Ep* ep, Qp* qp, fi_addr_t peer, const sockaddr_in& name, uint32_t credits);
 void rdm_link_credits(Ep* ep, Qp* qp, uint32_t credits);  // the acceptor's hello
+// The peer broke the protocol: its connection ends.
+void rdm_link_end(Ep* ep, Qp* qp, const char* why);
 // What a hello offers: the buffers each connection has (none for an
 // endpoint without messages).
 uint32_t rdm_link_buffers(const Ep* ep);

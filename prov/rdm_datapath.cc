@@ -3,7 +3,7 @@
 // (rdm_ep.cc) and receives on the ones its peers made to it; control
 // messages go back on the connection they answer.
 //
-// Receive: every connection has kBuffers eager buffers posted; an RDMAP Send
+// Receive: every connection has kRdmBuffers eager buffers posted; an RDMAP Send
 // lands in one (the engine places it), the endpoint's CQ hands the
 // completion to rdm_internal, the header is checked, the message is matched
 // against the posted receives (rdm_match.h) and copied into the receive's
@@ -17,6 +17,10 @@
 // when half of them are owed with nothing else going that way. Messages
 // leave the last credit for kCredit, so credits can always come back. A
 // fast sender gets -FI_EAGAIN; it never ends a connection.
+//
+// A peer that breaks the protocol (rdm_wire.h's checks, more credits than
+// it could have given, a finish for a message it was not sent) loses its
+// connection: it is disconnected, and what it carried fails (rdm_ep.cc).
 #include <arpa/inet.h>
 
 #include <cstring>
@@ -29,7 +33,6 @@ namespace softrdma::prov {
 
 namespace {
 
-constexpr uint32_t kBuffers = 32;
 constexpr size_t kSlot = sizeof(RdmHeader) + kRdmEager;
 constexpr size_t kHeader = sizeof(RdmHeader);
 
@@ -46,6 +49,7 @@ struct Arrived {
   std::vector<uint8_t> data;       // a kept eager payload
   const uint8_t* payload = nullptr;  // where the eager payload is now
   Op* held = nullptr;                // the buffer it was left in, not posted again
+  size_t cost = 0;                   // what it adds to RdmLink::kept_bytes when kept
 };
 
 Engine& engine(Ep* ep) { return *ep->dom->core().engine; }
@@ -53,6 +57,17 @@ Engine& engine(Ep* ep) { return *ep->dom->core().engine; }
 RdmLink* link_of(Ep* ep, Qp* qp) {
   auto it = ep->rdm->links.find(qp);
   return it == ep->rdm->links.end() ? nullptr : it->second.get();
+}
+
+// The peer broke the protocol: nothing more of it is read, and the
+// connection ends (its kDisconnected drops the link).
+void end_link(Ep* ep, RdmLink& l, const char* why) {
+  char name[INET_ADDRSTRLEN];
+  FI_WARN(&g_prov, FI_LOG_EP_DATA, "RDM endpoint: the peer at %s:%u broke the protocol (%s): "
+          "disconnecting\n", inet_ntop(AF_INET, &l.name.sin_addr, name, sizeof(name)),
+          ntohs(l.name.sin_port), why);
+  l.ending = true;
+  engine(ep).disconnect(l.qp);
 }
 
 uint64_t g_serial = 0;  // under the core's lock
@@ -83,13 +98,13 @@ void fail(Op* op, Cq* cq, int err) {
 }
 
 // Posts one message: the header, then extra (a kRendezvous's target) or the
-// payload's iovecs. carrier is the record the Send completes to.
+// payload: the carrier's iovecs, or an inject's copy already in
+// carrier->inject behind room for the header. carrier is the record the
+// Send completes to.
 int send_message(Ep* ep, RdmLink& l, Op* carrier, RdmOp op, uint16_t flags, uint64_t tag,
                  uint64_t cq_data, uint64_t msg_id, uint64_t size, const void* extra,
                  size_t extra_len) {
-  const size_t inline_len = carrier->inject.size();  // an inject's copied payload
-  carrier->inject.resize(kHeader + extra_len + inline_len);
-  std::memmove(carrier->inject.data() + kHeader + extra_len, carrier->inject.data(), inline_len);
+  if (carrier->inject.empty()) carrier->inject.resize(kHeader + extra_len);
   rdm_put_header(carrier->inject.data(), op, flags, l.owed, tag, cq_data, msg_id, size);
   if (extra_len) std::memcpy(carrier->inject.data() + kHeader, extra, extra_len);
   SendWr wr{.opcode = WrOpcode::kSend};
@@ -154,7 +169,7 @@ void repost(Ep* ep, RdmLink& l, Op* b) {
     return;
   }
   ++l.owed;
-  if (l.owed >= kBuffers / 2 && !l.credit_queued) {
+  if (l.owed >= kRdmBuffers / 2 && !l.credit_queued) {
     l.credit_queued = true;
     send_control(ep, l, RdmOp::kCredit, 0);
   }
@@ -233,28 +248,36 @@ void deliver(Ep* ep, Op* recv, const Arrived& a) {
 // or kept. True if it stays in b (b is not posted again until taken).
 bool arrive(Ep* ep, RdmLink& l, const RdmMsg& m, Op* b) {
   RdmConns& r = *ep->rdm;
-  if (l.peer == FI_ADDR_NOTAVAIL) l.peer = av_lookup(r.av, l.name);
+  if (l.av_seen != r.av->changes) {  // FI_SOURCE: the sender's entry, looked up again
+    l.peer = av_lookup(r.av, l.name);
+    l.av_seen = r.av->changes;
+  }
   Arrived a{.qp = l.qp, .link = l.serial, .src = l.peer, .flags = m.flags, .tag = m.tag, .cq_data = m.cq_data,
             .msg_id = m.msg_id, .size = m.size, .rendezvous = m.op == RdmOp::kRendezvous,
-            .stag = m.stag, .addr = m.addr, .data = {}, .payload = m.payload};
+            .stag = m.stag, .addr = m.addr, .data = {}, .payload = m.payload, .held = nullptr,
+            .cost = sizeof(Arrived) + (m.op == RdmOp::kEager ? m.size : 0)};
   const MsgKey key{l.peer, (m.flags & kRdmTagged) != 0, m.tag};
   if (auto* recv = static_cast<Op*>(r.matcher.take_recv(key))) {
     deliver(ep, recv, a);
     return false;
   }
+  // Kept: copied while the connection's copies stay within the bound (their
+  // records count too, so empty messages and rendezvous requests are
+  // bounded as well); past it, left in b, which holds the sender back.
   auto* kept = new Arrived(a);
   static const auto bound =
       static_cast<size_t>(settings::get_int(settings::Id::kUnexpectedBytes));
   r.matcher.queue_message(key, kept);
-  if (a.rendezvous) return false;
-  if (l.kept_bytes + m.size > bound) {
+  if (l.kept_bytes + a.cost > bound) {
     kept->held = b;
     l.held.insert(kept);
     return true;
   }
-  kept->data.assign(m.payload, m.payload + m.size);
-  kept->payload = kept->data.data();
-  l.kept_bytes += m.size;
+  if (!a.rendezvous) {
+    kept->data.assign(m.payload, m.payload + m.size);
+    kept->payload = kept->data.data();
+  }
+  l.kept_bytes += a.cost;
   return false;
 }
 
@@ -267,8 +290,8 @@ void taken(Ep* ep, Arrived* a) {
       l->held.erase(a);
       repost(ep, *l, a->held);
       flush(ep, *l);
-    } else if (!a->rendezvous) {
-      l->kept_bytes -= a->size;
+    } else {
+      l->kept_bytes -= a->cost;
     }
   }
   delete a;
@@ -279,7 +302,7 @@ void rendezvous_done(Ep* ep, RdmLink& l, uint64_t msg_id) {
   RdmConns& r = *ep->rdm;
   auto it = r.rendezvous.find(msg_id);
   if (it == r.rendezvous.end() || it->second->qp != l.qp) {
-    FI_WARN(&g_prov, FI_LOG_EP_DATA, "RDM endpoint: a peer finished a message it was not sent\n");
+    end_link(ep, l, "finished a message it was not sent");
     return;
   }
   Op* op = it->second;
@@ -294,16 +317,15 @@ void rendezvous_done(Ep* ep, RdmLink& l, uint64_t msg_id) {
 void on_buffer(Op* b, const Wc& wc) {
   Ep* ep = b->ep;
   RdmLink* l = link_of(ep, b->qp);
-  if (!l) {
+  if (!l || l->ending) {
     free_op(b);
     return;
   }
   RdmMsg m;
   const RdmParse p = rdm_parse(static_cast<const uint8_t*>(b->buf), wc.byte_len, kRdmEager, &m);
-  if (p != RdmParse::kOk) {
-    FI_WARN(&g_prov, FI_LOG_EP_DATA, "RDM endpoint: a peer's message dropped: %s\n",
-            rdm_parse_name(p));
-    repost(ep, *l, b);
+  if (p != RdmParse::kOk || l->credits + m.credits > kRdmBuffers) {
+    end_link(ep, *l, p != RdmParse::kOk ? rdm_parse_name(p) : "more credits than buffers");
+    free_op(b);
     return;
   }
   l->credits += m.credits;
@@ -321,6 +343,10 @@ void on_buffer(Op* b, const Wc& wc) {
     default:  // kCredit: the credits were all; kDeliveryAck is not sent yet
       break;
   }
+  if (l->ending) {
+    free_op(b);
+    return;
+  }
   repost(ep, *l, b);
   flush(ep, *l);
 }
@@ -335,14 +361,15 @@ void on_read(Op* rd, const Wc& wc) {
 }  // namespace
 
 uint32_t rdm_link_buffers(const Ep* ep) {
-  return (ep->info->caps & (FI_MSG | FI_TAGGED)) ? kBuffers : 0;
+  return (ep->info->caps & (FI_MSG | FI_TAGGED)) ? kRdmBuffers : 0;
 }
 
 int rdm_link_open(Ep* ep, Qp* qp, fi_addr_t peer, const sockaddr_in& name, uint32_t credits) {
   auto l = std::make_unique<RdmLink>();
   l->qp = qp;
   l->serial = ++g_serial;
-  l->peer = peer;
+  l->peer = peer != FI_ADDR_NOTAVAIL ? peer : av_lookup(ep->rdm->av, name);
+  l->av_seen = ep->rdm->av->changes;
   l->name = name;
   l->credits = credits;
   const uint32_t buffers = rdm_link_buffers(ep);
@@ -369,13 +396,18 @@ void rdm_link_credits(Ep* ep, Qp* qp, uint32_t credits) {
   }
 }
 
+void rdm_link_end(Ep* ep, Qp* qp, const char* why) {
+  if (RdmLink* l = link_of(ep, qp)) end_link(ep, *l, why);
+}
+
 void rdm_link_close(Ep* ep, Qp* qp) {
   RdmConns& r = *ep->rdm;
   if (RdmLink* l = link_of(ep, qp)) {
-    // Messages left in buffers outlive them: copied out now.
+    // Messages left in buffers outlive them: copied out now (a rendezvous
+    // request needs nothing of its buffer).
     for (void* m : l->held) {
       auto* a = static_cast<Arrived*>(m);
-      a->data.assign(a->payload, a->payload + a->size);
+      if (!a->rendezvous) a->data.assign(a->payload, a->payload + a->size);
       a->payload = a->data.data();
       free_op(a->held);
       a->held = nullptr;
@@ -422,14 +454,16 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   std::lock_guard g(ep->dom->core().mu);
   if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
   if (count > kMaxIov) return -FI_EINVAL;  // the header takes the last SGE
-  int err = 0;
-  Qp* qp = target_qp(ep, dest, &err);
-  if (!qp) return err;
-  RdmLink* l = link_of(ep, qp);
-  if (!l) return -FI_EOPBADSTATE;
   const size_t size = iov_bytes(iov, count);
   const bool inject = flags & FI_INJECT;
-  if (inject && size > ep->info->tx_attr->inject_size) return -FI_EINVAL;
+  if (size > ep->info->ep_attr->max_msg_size ||
+      (inject && size > ep->info->tx_attr->inject_size))
+    return -FI_EINVAL;
+  int err = 0;
+  RdmLink* l = target_link(ep, dest, &err);
+  if (!l) return err;
+  Qp* qp = l->qp;
+  if (l->ending) return -FI_EAGAIN;  // dropped at its kDisconnected; then a new one
   if (l->credits < 2) {  // the last one is kept for kCredit
     flush(ep, *l);
     return -FI_EAGAIN;
@@ -448,8 +482,7 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   (void)desc;  // the engine needs no MR for a Send's or a Read's local buffers
   if (size <= kRdmEager) {
     if (inject) {
-      SendWr unused{};
-      inject_copy(ep, op, iov, count, &unused);
+      gather(&op->inject, kHeader, iov, count);
     } else {
       std::copy(iov, iov + count, op->iov);
       op->iov_count = count;
@@ -461,12 +494,7 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   // from a copy.
   void* at = count ? iov[0].iov_base : nullptr;
   if (count > 1) {
-    op->inject.resize(size);
-    size_t off = 0;
-    for (size_t i = 0; i < count; ++i) {
-      std::memcpy(op->inject.data() + off, iov[i].iov_base, iov[i].iov_len);
-      off += iov[i].iov_len;
-    }
+    gather(&op->inject, 0, iov, count);
     at = op->inject.data();
   }
   Mr* mr = engine(ep).reg_mr(ep->dom->pd, at, size, kAccessRemoteRead);

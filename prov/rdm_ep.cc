@@ -27,7 +27,7 @@ constexpr size_t kWorkCqSize = 1024;
 
 void drop(Ep* ep, Qp* qp) {
   RdmConns& r = *ep->rdm;
-  std::erase_if(r.out, [qp](const auto& e) { return e.second == qp; });
+  std::erase_if(r.out, [qp](const auto& e) { return e.second->qp == qp; });
   r.in.erase(qp);
   r.serving.erase(qp);
   Core& core = ep->dom->core();
@@ -71,7 +71,7 @@ void rdm_close(Ep* ep) {
   // What completed before, and what the connections' end cancels, is
   // handled while the endpoint still exists (Cq::settle).
   for (Cq* cq : core.cqs) cq->settle();
-  while (!r.out.empty()) drop(ep, r.out.begin()->second);
+  while (!r.out.empty()) drop(ep, r.out.begin()->second->qp);
   while (!r.in.empty()) drop(ep, *r.in.begin());
   for (Cq* cq : core.cqs) cq->settle();
   if (r.work) fi_close(&r.work->fid.fid);
@@ -83,6 +83,11 @@ Qp* target_qp(Ep* ep, fi_addr_t dest, int* err) {
     if (!ep->qp) *err = -FI_EOPBADSTATE;
     return ep->qp;
   }
+  RdmLink* l = target_link(ep, dest, err);
+  return l ? l->qp : nullptr;
+}
+
+RdmLink* target_link(Ep* ep, fi_addr_t dest, int* err) {
   RdmConns& r = *ep->rdm;
   if (!ep->enabled) {
     *err = -FI_EOPBADSTATE;
@@ -97,12 +102,12 @@ Qp* target_qp(Ep* ep, fi_addr_t dest, int* err) {
   // A connection the peer made to us serves both ways: one TCP stream
   // carries the data and the acknowledgements of both directions.
   for (Qp* in : r.in) {
-    const RdmLink& l = *r.links.at(in);
-    if (l.name.sin_addr.s_addr == peer->sin_addr.s_addr && l.name.sin_port == peer->sin_port &&
+    RdmLink* l = r.links.at(in).get();
+    if (l->name.sin_addr.s_addr == peer->sin_addr.s_addr && l->name.sin_port == peer->sin_port &&
         !r.serving.count(in)) {
-      r.out[dest] = in;
+      r.out[dest] = l;
       r.serving.insert(in);
-      return in;
+      return l;
     }
   }
   Core& core = ep->dom->core();
@@ -132,8 +137,9 @@ Qp* target_qp(Ep* ep, fi_addr_t dest, int* err) {
     return nullptr;
   }
   core.eps[qp] = ep;
-  r.out[dest] = qp;
-  return qp;
+  RdmLink* l = r.links.at(qp).get();
+  r.out[dest] = l;
+  return l;
 }
 
 void rdm_conn_request(Ep* ep, const CmEvent& ev) {
@@ -177,9 +183,11 @@ void rdm_conn_event(Ep* ep, const CmEvent& ev) {
       // A connection we made: the acceptor's hello says how many messages
       // it can take.
       RdmHello hello;
-      if (ep->rdm->in.count(ev.qp) == 0 &&
-          rdm_hello_ok(ev.private_data.data(), ev.private_data.size(), &hello))
+      if (ep->rdm->in.count(ev.qp) != 0) break;
+      if (rdm_hello_ok(ev.private_data.data(), ev.private_data.size(), &hello))
         rdm_link_credits(ep, ev.qp, hello.credits.get());
+      else
+        rdm_link_end(ep, ev.qp, "its reply is not a hello");
       break;
     }
     case CmEventType::kRejected:

@@ -23,7 +23,8 @@ const char* rdm_parse_name(RdmParse p) {
     case RdmParse::kOp: return "unknown op";
     case RdmParse::kFlags: return "flags its op cannot carry";
     case RdmParse::kLength: return "length disagrees with its header";
-    case RdmParse::kTooLarge: return "eager payload past the eager limit";
+    case RdmParse::kTooLarge: return "payload past the eager limit or the largest message";
+    case RdmParse::kCredits: return "more credits than buffers";
   }
   return "?";
 }
@@ -37,6 +38,7 @@ RdmParse rdm_parse(const uint8_t* p, size_t len, size_t eager_limit, RdmMsg* out
   if (op < RdmOp::kEager || op > RdmOp::kCredit) return RdmParse::kOp;
   const uint16_t flags = h.flags.get();
   if ((flags & ~kRdmFlags) != 0 || (!carries_message(op) && flags != 0)) return RdmParse::kFlags;
+  if (h.credits.get() > kRdmBuffers) return RdmParse::kCredits;
   const uint64_t size = h.size.get();
   const size_t body = len - sizeof(h);
   *out = RdmMsg{.op = op,
@@ -56,6 +58,7 @@ RdmParse rdm_parse(const uint8_t* p, size_t len, size_t eager_limit, RdmMsg* out
     case RdmOp::kRendezvous: {
       RdmRendezvous r;
       if (body != sizeof(r)) return RdmParse::kLength;
+      if (size > kRdmMaxSize) return RdmParse::kTooLarge;
       std::memcpy(&r, p + sizeof(h), sizeof(r));
       out->stag = r.stag.get();
       out->addr = r.addr.get();
@@ -95,7 +98,8 @@ bool rdm_hello_ok(const void* pdata, size_t len, RdmHello* out) {
   if (pdata == nullptr || len != sizeof(RdmHello)) return false;
   std::memcpy(out, pdata, sizeof(*out));
   return std::memcmp(out->magic, kHelloMagic, sizeof(kHelloMagic)) == 0 &&
-         out->version == kRdmVersion && out->port.get() != 0;
+         out->version == kRdmVersion && out->port.get() != 0 &&
+         out->credits.get() <= kRdmBuffers;
 }
 
 }  // namespace softrdma::prov

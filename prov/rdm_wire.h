@@ -18,7 +18,10 @@
 //   kCredit      header only: eager buffers given back, with nothing else
 //                to carry them.
 // Every header returns the sender's freed eager buffers in `credits`, so a
-// sender never sends into a receiver that has no buffer posted for it.
+// sender never sends into a receiver that has no buffer posted for it; no
+// end posts more than kRdmBuffers for a connection, so no peer is owed
+// more. A message carries at most kRdmMaxSize bytes: an RDMA Read
+// Request's size is 32 bits (RFC 5040 section 4.4).
 // Fields are big-endian, like the rest of the iWARP wire.
 #pragma once
 
@@ -30,6 +33,8 @@
 namespace softrdma::prov {
 
 inline constexpr uint8_t kRdmVersion = 1;
+inline constexpr uint32_t kRdmBuffers = 32;       // eager buffers per connection and end
+inline constexpr uint64_t kRdmMaxSize = UINT32_MAX;  // a message's payload bytes
 
 struct RdmHello {
   uint8_t magic[4];  // "SRDM"
@@ -88,7 +93,8 @@ enum class RdmParse {
   kOp,           // an unknown op
   kFlags,        // unknown flags, or flags its op cannot carry
   kLength,       // the message's length disagrees with its header
-  kTooLarge,     // an eager payload past the eager limit
+  kTooLarge,     // an eager payload past the eager limit, or a message past kRdmMaxSize
+  kCredits,      // more credits than kRdmBuffers
 };
 const char* rdm_parse_name(RdmParse p);
 
@@ -101,7 +107,8 @@ size_t rdm_put_header(uint8_t* p, RdmOp op, uint16_t flags, uint32_t credits, ui
                       uint64_t cq_data, uint64_t msg_id, uint64_t size);
 
 // The hello a connecting endpoint sends, and the acceptor's check of it:
-// false for private data that is not a hello this endpoint speaks.
+// false for private data that is not a hello this endpoint speaks, or
+// that offers more than kRdmBuffers credits.
 RdmHello rdm_hello(uint32_t addr_host, uint16_t port_host, uint32_t credits);
 bool rdm_hello_ok(const void* pdata, size_t len, RdmHello* out);
 

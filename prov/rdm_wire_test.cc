@@ -102,11 +102,23 @@ TEST(RdmWire, BrokenMessagesAreRefusedByName) {
   EXPECT_EQ(parse(message(RdmOp::kEager, 0, ~0ULL, 0)), RdmParse::kTooLarge);
   EXPECT_EQ(parse(message(RdmOp::kRendezvous, 0, 1 << 20, sizeof(RdmRendezvous) - 1)),
             RdmParse::kLength);
-  EXPECT_STREQ(rdm_parse_name(RdmParse::kTooLarge), "eager payload past the eager limit");
+  EXPECT_EQ(parse(message(RdmOp::kRendezvous, 0, kRdmMaxSize, sizeof(RdmRendezvous))),
+            RdmParse::kOk);
+  EXPECT_EQ(parse(message(RdmOp::kRendezvous, 0, kRdmMaxSize + 1, sizeof(RdmRendezvous))),
+            RdmParse::kTooLarge);
+  auto credits = message(RdmOp::kCredit, 0, 0, 0);
+  credits[7] = kRdmBuffers;
+  EXPECT_EQ(parse(credits), RdmParse::kOk);
+  credits[7] = kRdmBuffers + 1;
+  EXPECT_EQ(parse(credits), RdmParse::kCredits);
+  credits[4] = 0x80;  // a peer that would wrap a 32-bit count
+  credits[7] = 0;
+  EXPECT_EQ(parse(credits), RdmParse::kCredits);
+  EXPECT_STREQ(rdm_parse_name(RdmParse::kCredits), "more credits than buffers");
 }
 
 TEST(RdmWire, HelloNamesTheConnector) {
-  const RdmHello h = rdm_hello(0x0A000002, 40001, 64);
+  const RdmHello h = rdm_hello(0x0A000002, 40001, kRdmBuffers);
   const auto* b = reinterpret_cast<const uint8_t*>(&h);
   EXPECT_EQ(std::memcmp(b, "SRDM", 4), 0);
   EXPECT_EQ(b[6], 40001 >> 8);
@@ -117,7 +129,7 @@ TEST(RdmWire, HelloNamesTheConnector) {
   ASSERT_TRUE(rdm_hello_ok(&h, sizeof(h), &got));
   EXPECT_EQ(got.addr.get(), 0x0A000002U);
   EXPECT_EQ(got.port.get(), 40001);
-  EXPECT_EQ(got.credits.get(), 64U);
+  EXPECT_EQ(got.credits.get(), kRdmBuffers);
 
   EXPECT_FALSE(rdm_hello_ok(nullptr, 0, &got));
   EXPECT_FALSE(rdm_hello_ok(&h, sizeof(h) - 1, &got));
@@ -127,7 +139,9 @@ TEST(RdmWire, HelloNamesTheConnector) {
   bad = h;
   bad.version = 9;
   EXPECT_FALSE(rdm_hello_ok(&bad, sizeof(bad), &got));
-  bad = rdm_hello(0x0A000002, 0, 64);
+  bad = rdm_hello(0x0A000002, 0, kRdmBuffers);
+  EXPECT_FALSE(rdm_hello_ok(&bad, sizeof(bad), &got));
+  bad = rdm_hello(0x0A000002, 40001, kRdmBuffers + 1);
   EXPECT_FALSE(rdm_hello_ok(&bad, sizeof(bad), &got));
 }
 

@@ -27,6 +27,16 @@ inline bool fill_sges(Sge* sg, int* n, const iovec* iov, void** desc, size_t cou
   return true;
 }
 
+// The iovecs' bytes, one after another, into *to from offset at on (what
+// is before it is left for the caller to fill).
+inline void gather(std::vector<uint8_t>* to, size_t at, const iovec* iov, size_t count) {
+  to->resize(at + iov_bytes(iov, count));
+  for (size_t i = 0; i < count; ++i) {
+    if (iov[i].iov_len) std::memcpy(to->data() + at, iov[i].iov_base, iov[i].iov_len);
+    at += iov[i].iov_len;
+  }
+}
+
 // The data is copied into the operation so the caller may reuse its buffer
 // as soon as the call returns.
 inline bool inject_copy(Ep* ep, Op* op, const iovec* iov, size_t count, SendWr* wr) {
@@ -34,12 +44,7 @@ inline bool inject_copy(Ep* ep, Op* op, const iovec* iov, size_t count, SendWr* 
   if (total > ep->info->tx_attr->inject_size) return false;
   wr->num_sge = 0;
   if (total == 0) return true;  // nothing to copy (the buffer may be null)
-  op->inject.resize(total);
-  size_t off = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (iov[i].iov_len) std::memcpy(op->inject.data() + off, iov[i].iov_base, iov[i].iov_len);
-    off += iov[i].iov_len;
-  }
+  gather(&op->inject, 0, iov, count);
   wr->num_sge = 1;
   wr->sg_list[0] =
       Sge{reinterpret_cast<uint64_t>(op->inject.data()), static_cast<uint32_t>(total), 0};
