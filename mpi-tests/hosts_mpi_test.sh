@@ -9,10 +9,10 @@
 # per-host setting (no FI_SOFTRDMA_* variable but FI_SOFTRDMA_STATS, which
 # only reports the counters).
 #
-# For mpi_p2p (0 B to 64 MiB, every ordered pair), mpi_coll and
-# mpi_onesided (by RDMA as the parameter set has it, and over the MTL with
-# --mca osc pt2pt), asserts:
-#  - PASS, and all 8 ranks chose softrdma;ofi_rxm;
+# For mpi_p2p (0 B to 64 MiB, every ordered pair; over softrdma;ofi_rxm and
+# over softrdma's own FI_EP_RDM), mpi_coll and mpi_onesided (by RDMA as the
+# parameter set has it, and over the MTL with --mca osc pt2pt), asserts:
+#  - PASS, and all 8 ranks' MTL chose the provider the job asked for;
 #  - cross-host pairs took the bypass path: each host's NIC gave softrdma
 #    at least the frames the cross-host payload needs (hosts_lib.sh:
 #    bypassed), while its kernel TCP sent far fewer segments than the
@@ -36,6 +36,8 @@ bin=$(cd "$bin" && pwd)
 source "$(dirname "$0")/hosts_mpi_lib.sh"
 
 # job <program> <cross-host payload each way, octets (at least)> [mpirun options]
+# want: the provider the ranks' MTL must choose.
+want='softrdma;ofi_rxm'
 job() {
   local prog=$1 payload=$2 log=$tmp/$1.log
   shift 2
@@ -45,18 +47,18 @@ job() {
     "$bin/$prog" >"$log" 2>&1
   local rc=$? why=""
   local n need kneed dr0 dr1 ds0 ds1 links
-  n=$(grep -c 'mtl:ofi:prov: softrdma;ofi_rxm' "$log")
+  n=$(grep -c "mtl:ofi:prov: $want\$" "$log")
   need=$((payload / frame_payload))  # bypass frames
   kneed=$((payload / 1448))          # the kernel's segments, had it carried the payload
   dr0=$(($(bypassed 0) - r0)) dr1=$(($(bypassed 1) - r1))
   ds0=$(($(out_segs 0) - s0)) ds1=$(($(out_segs 1) - s1))
   links=$(grep -o 'softrdma\[[0-9]*\]: link to' "$log" | sort -u | wc -l)
-  echo "$prog: rc=$rc; $n of 8 ranks on softrdma;ofi_rxm; bypass ($via) A=$dr0 B=$dr1 frames" \
+  echo "$prog: rc=$rc; $n of 8 ranks on $want; bypass ($via) A=$dr0 B=$dr1 frames" \
        "(cross-host payload needs >= $need); kernel TCP OutSegs A=$ds0 B=$ds1; $links ranks opened mesh links"
   if [[ $rc == 124 || $rc == 137 ]]; then why="timed out after ${secs}s"
   elif [[ $rc != 0 ]]; then why="mpirun exited with $rc"
   elif ! grep -q "^PASS " "$log"; then why="no PASS line"
-  elif [[ $n != 8 ]]; then why="$n of 8 ranks chose softrdma;ofi_rxm"
+  elif [[ $n != 8 ]]; then why="$n of 8 ranks chose $want"
   elif ((dr0 < need || dr1 < need)); then why="the bypass path carried too few frames"
   elif ((kneed > 10000 && (ds0 > kneed / 10 || ds1 > kneed / 10))); then why="the payload went through the kernel's TCP"
   elif ((links < 8)); then why="only $links of 8 ranks opened memif mesh links to same-host ranks"
@@ -67,6 +69,8 @@ job() {
 # Cross-host payload at least: p2p sends 0-4 MiB between every ordered pair
 # and up to 64 MiB from rank 0 (4 of its peers are on the other host).
 job mpi_p2p $((4 * 64 * 1024 * 1024))
+# Two-sided over the native endpoint: libfabric lists ofi_rxm's first.
+want=softrdma job mpi_p2p $((4 * 64 * 1024 * 1024)) -x FI_PROVIDER=^ofi_rxm
 job mpi_coll 0
 job mpi_onesided 0 --mca osc pt2pt  # one-sided over the MTL (see onesided.c)
 # By RDMA (osc rdma, the ofi BTL, softrdma's FI_EP_RDM), across the hosts too.

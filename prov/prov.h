@@ -440,6 +440,9 @@ inline constexpr size_t kRdmEager = 8192;  // longer messages go by rendezvous
 // other end has in ours, or FI_ADDR_NOTAVAIL; name: where it listens.
 int rdm_link_open(Ep* ep, Qp* qp, fi_addr_t peer, const sockaddr_in& name, uint32_t credits);
 void rdm_link_credits(Ep* ep, Qp* qp, uint32_t credits);  // the acceptor's hello
+// Whether the connection on qp has a credit for one more message (a Write
+// with Immediate Data takes one too); spend: it is taken.
+bool rdm_credit(Ep* ep, Qp* qp, bool spend);
 // The peer broke the protocol: its connection ends.
 void rdm_link_end(Ep* ep, Qp* qp, const char* why);
 // What a hello offers: the buffers each connection has (none for an

@@ -4,7 +4,7 @@
 // messages go back on the connection they answer.
 //
 // Receive: every connection has kRdmBuffers eager buffers posted; an RDMAP Send
-// lands in one (the engine places it), the endpoint's CQ hands the
+// (or the Immediate Data of fi_writedata, RFC 7306) lands in one (the engine places it), the endpoint's CQ hands the
 // completion to rdm_internal, the header is checked, the message is matched
 // against the posted receives (rdm_match.h) and copied into the receive's
 // buffers, or kept until one is posted; the buffer is posted again. A long
@@ -244,14 +244,21 @@ void deliver(Ep* ep, Op* recv, const Arrived& a) {
   }
 }
 
+// The peer's AV entry (FI_SOURCE), looked up again once the AV changed.
+fi_addr_t sender(Ep* ep, RdmLink& l) {
+  const Av* av = ep->rdm->av;
+  if (l.av_seen != av->changes) {
+    l.peer = av_lookup(av, l.name);
+    l.av_seen = av->changes;
+  }
+  return l.peer;
+}
+
 // A message arrived on l in buffer b: to the first receive that takes it,
 // or kept. True if it stays in b (b is not posted again until taken).
 bool arrive(Ep* ep, RdmLink& l, const RdmMsg& m, Op* b) {
   RdmConns& r = *ep->rdm;
-  if (l.av_seen != r.av->changes) {  // FI_SOURCE: the sender's entry, looked up again
-    l.peer = av_lookup(r.av, l.name);
-    l.av_seen = r.av->changes;
-  }
+  sender(ep, l);
   Arrived a{.qp = l.qp, .link = l.serial, .src = l.peer, .flags = m.flags, .tag = m.tag, .cq_data = m.cq_data,
             .msg_id = m.msg_id, .size = m.size, .rendezvous = m.op == RdmOp::kRendezvous,
             .stag = m.stag, .addr = m.addr, .data = {}, .payload = m.payload, .held = nullptr,
@@ -319,6 +326,15 @@ void on_buffer(Op* b, const Wc& wc) {
   RdmLink* l = link_of(ep, b->qp);
   if (!l || l->ending) {
     free_op(b);
+    return;
+  }
+  if (wc.opcode == WcOpcode::kRecvRdmaImm) {  // fi_writedata's data is placed
+    fi_cq_err_entry e{};
+    e.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
+    e.data = wc.imm_data;
+    if (ep->rx_cq) ep->rx_cq->push(CqItem{e, false, sender(ep, *l)});
+    repost(ep, *l, b);
+    flush(ep, *l);
     return;
   }
   RdmMsg m;
@@ -394,6 +410,18 @@ void rdm_link_credits(Ep* ep, Qp* qp, uint32_t credits) {
     l->credits = credits;
     flush(ep, *l);
   }
+}
+
+bool rdm_credit(Ep* ep, Qp* qp, bool spend) {
+  RdmLink* l = link_of(ep, qp);
+  if (!l || l->ending) return false;
+  if (spend) {
+    --l->credits;
+    return true;
+  }
+  if (l->credits >= 2) return true;  // the last one is kept for kCredit
+  flush(ep, *l);
+  return false;
 }
 
 void rdm_link_end(Ep* ep, Qp* qp, const char* why) {

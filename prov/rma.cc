@@ -20,13 +20,16 @@ struct Rma {
 };
 
 ssize_t do_rma(Ep* ep, const Rma& r, WrOpcode opcode, uint64_t data, bool report) {
-  // Immediate Data consumes a receive, which an RDM endpoint's peer has not
-  // posted (cq_data_size 0).
-  if (ep->rdm && opcode == WrOpcode::kWriteWithImm) return -FI_EOPNOTSUPP;
+  // Immediate Data consumes a receive: an RDM endpoint's peer has them
+  // posted (its eager buffers) only if it has messages (cq_data_size 8),
+  // and each takes a credit like a message.
+  const bool rdm_imm = ep->rdm && opcode == WrOpcode::kWriteWithImm;
+  if (rdm_imm && ep->info->domain_attr->cq_data_size == 0) return -FI_EOPNOTSUPP;
   std::lock_guard g(ep->dom->core().mu);
   int err = 0;
   Qp* qp = target_qp(ep, r.dest, &err);
   if (!qp) return err;
+  if (rdm_imm && !rdm_credit(ep, qp, false)) return -FI_EAGAIN;
   const bool read = opcode == WrOpcode::kRead;
   Op* op = new_op(ep, r.ctx, (read ? FI_READ : FI_WRITE) | FI_RMA, r.flags | ep->tx_flags, true,
                   read ? ep->read_cntr : ep->write_cntr);
@@ -40,7 +43,9 @@ ssize_t do_rma(Ep* ep, const Rma& r, WrOpcode opcode, uint64_t data, bool report
     free_op(op);
     return -FI_EINVAL;
   }
-  return post_send(ep, qp, wr, op);
+  const ssize_t rc = post_send(ep, qp, wr, op);
+  if (rc == 0 && rdm_imm) rdm_credit(ep, qp, true);
+  return rc;
 }
 
 WrOpcode write_op(uint64_t flags) {
