@@ -458,6 +458,81 @@ TEST_F(RdmWriteData, TheTargetSeesDataAndSenderOncePlaced) {
   one_message(a, b, 77);
 }
 
+// FI_MULTI_RECV: one buffer takes message after message, eager and
+// rendezvous, some sent before it was posted, each completing at its own
+// place in the buffer with its bytes; the message that leaves less than
+// FI_OPT_MIN_MULTI_RECV retires the buffer, the last completion says
+// FI_MULTI_RECV, and the next message goes to the next receive.
+class RdmMultiRecv : public RdmMsg {
+ protected:
+  RdmMultiRecv() { caps_ = kCaps | FI_MULTI_RECV; }
+  void send(Peer& from, const void* buf, size_t len, Peer& to, void* ctx) {
+    ssize_t rc;
+    ASSERT_TRUE(poll_until([&] {
+      rc = fi_send(from.ep(), buf, len, nullptr, to.addr(), ctx);
+      if (rc == -FI_EAGAIN) progress();
+      return rc != -FI_EAGAIN;
+    }));
+    ASSERT_EQ(rc, 0) << fi_strerror(static_cast<int>(-rc));
+  }
+};
+
+TEST_F(RdmMultiRecv, OneBufferManyMessages) {
+  Peer& a = add();
+  Peer& b = add();
+  size_t min = 4096, got = 0, len = sizeof(got);
+  ASSERT_EQ(fi_setopt(&b.ep()->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+  ASSERT_EQ(fi_getopt(&b.ep()->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &len), 0);
+  EXPECT_EQ(got, min);
+  // 36150 bytes in all: 3850 of the 40000 are left after the last.
+  const std::vector<size_t> sizes = {100, 0, 3000, 20000, 50, 7000, 6000};
+  std::vector<std::vector<uint8_t>> out;
+  std::map<std::pair<size_t, size_t>, size_t> at;  // (offset in the buffer, length) -> message
+  size_t off = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.emplace_back(sizes[i]);
+    fill(out[i].data(), sizes[i], 40 + i);
+    at[{off, sizes[i]}] = i;
+    off += sizes[i];
+  }
+  std::vector<uint8_t> buf(40000), after(64);
+  send(a, out[0].data(), sizes[0], b, &out[0]);  // before the buffer is posted
+  send(a, out[1].data(), sizes[1], b, &out[1]);
+  ASSERT_TRUE(poll_until([&] {  // both arrived
+    progress();
+    return stash_[&a].size() == 2;
+  }));
+  iovec v{buf.data(), buf.size()};
+  fi_msg m{};
+  m.msg_iov = &v;
+  m.iov_count = 1;
+  m.addr = FI_ADDR_UNSPEC;
+  m.context = &buf;
+  ASSERT_EQ(fi_recvmsg(b.ep(), &m, FI_MULTI_RECV), 0);
+  for (size_t i = 2; i < sizes.size(); ++i) send(a, out[i].data(), sizes[i], b, &out[i]);
+  std::set<size_t> seen;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    Entry x;
+    ASSERT_TRUE(next(b, &x)) << "after " << k;
+    ASSERT_EQ(x.err.err, 0) << fi_strerror(x.err.err);
+    EXPECT_EQ(x.e.op_context, &buf);
+    const size_t o = static_cast<uint8_t*>(x.e.buf) - buf.data();
+    ASSERT_TRUE(at.count({o, x.e.len})) << "a completion at offset " << o << ", " << x.e.len;
+    const size_t i = at[{o, x.e.len}];
+    EXPECT_TRUE(seen.insert(i).second) << "twice: " << i;
+    EXPECT_EQ(std::memcmp(buf.data() + o, out[i].data(), sizes[i]), 0) << "message " << i;
+    const bool last = k + 1 == sizes.size();
+    EXPECT_EQ(x.e.flags, FI_RECV | FI_MSG | (last ? FI_MULTI_RECV : 0)) << k;
+  }
+  ASSERT_EQ(fi_recv(b.ep(), after.data(), after.size(), nullptr, FI_ADDR_UNSPEC, &after), 0);
+  send(a, out[0].data(), sizes[0] / 2, b, &out[0]);
+  auto last = reap(b, 1);
+  EXPECT_EQ(last[&after].len, sizes[0] / 2);
+  EXPECT_EQ(std::memcmp(after.data(), out[0].data(), sizes[0] / 2), 0);
+  reap(a, sizes.size() - 2 + 1);
+  stash_[&a].clear();
+}
+
 // The protocol's bytes (prov/rdm_wire.h) as a peer that breaks it writes
 // them: a hello naming 127.0.0.1:port, and a 40-byte message header.
 std::vector<uint8_t> hello(uint16_t port, uint32_t credits) {

@@ -28,10 +28,11 @@ constexpr uint64_t kRmaModifiers = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMO
 constexpr uint64_t kSecondaryCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kRmaCaps = FI_RMA | FI_ATOMIC | kRmaModifiers;
 // Only the native FI_EP_RDM endpoint (rdm_ep.cc, rdm_datapath.cc) has
-// tagged messages, directed receives and senders' addresses.
-constexpr uint64_t kRdmOnlyCaps = FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE;
-constexpr uint64_t kRdmCaps =
-    kRmaCaps | FI_MSG | FI_TAGGED | kMsgModifiers | FI_SOURCE | kSecondaryCaps;
+// tagged messages, directed receives, multi-receive buffers and senders'
+// addresses.
+constexpr uint64_t kRdmOnlyCaps = FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE;
+constexpr uint64_t kRdmCaps = kRmaCaps | FI_MSG | FI_TAGGED | kMsgModifiers | FI_MULTI_RECV |
+                              FI_SOURCE | kSecondaryCaps;
 // FI_REMOTE_CQ_DATA is no capability bit, but some applications put it there.
 constexpr uint64_t kCaps = kPrimaryCaps | kMsgModifiers | kRmaModifiers | kSecondaryCaps |
                            FI_REMOTE_CQ_DATA | kRdmOnlyCaps;
@@ -39,7 +40,7 @@ constexpr uint64_t kDefaultCaps = kPrimaryCaps | kMsgModifiers | kRmaModifiers |
 // The bits fi_endpoint(3) lets a transmit or receive context's caps hold.
 constexpr uint64_t kTxCaps = kPrimaryCaps | FI_TAGGED | FI_SEND | FI_READ | FI_WRITE;
 constexpr uint64_t kRxCaps = kPrimaryCaps | FI_TAGGED | FI_RECV | FI_REMOTE_READ |
-                             FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE;
+                             FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE;
 // Object counts the domain reports; more asked for is no match.
 constexpr size_t kCqCnt = 1024, kCntrCnt = 1024, kEpCnt = 65536, kMrCnt = 1u << 20;
 // Keys are STags the provider picks, addresses are virtual: what an iWARP
@@ -250,7 +251,7 @@ bool fill(uint32_t version, const fi_info* h, fi_info* info) {
   if (rdm && (hcaps & ~(kRdmCaps | FI_DIRECTED_RECV | FI_REMOTE_CQ_DATA)))
     return reject("FI_EP_RDM capabilities");
   if (!rdm && (hcaps & kRdmOnlyCaps))
-    return reject("FI_TAGGED, FI_DIRECTED_RECV and FI_SOURCE need FI_EP_RDM");
+    return reject("FI_TAGGED, FI_DIRECTED_RECV, FI_MULTI_RECV and FI_SOURCE need FI_EP_RDM");
   if (h && h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR &&
       h->addr_format != FI_SOCKADDR_IN)
     return reject("address format (FI_SOCKADDR_IN only)");

@@ -213,8 +213,31 @@ int ep_shutdown(fid_ep* f, uint64_t) {
 int no_listen(fid_pep*) { return -FI_ENOSYS; }
 int no_reject(fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
 
+// FI_OPT_MIN_MULTI_RECV: an RDM endpoint's multi-receive buffers take no
+// more messages once less than this is left.
+int ep_setopt(fid_t f, int level, int name, const void* val, size_t len) {
+  auto* ep = from_fid<Ep>(f);
+  if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV || !ep->rdm)
+    return -FI_ENOPROTOOPT;
+  if (val == nullptr || len != sizeof(size_t)) return -FI_EINVAL;
+  std::lock_guard g(ep->dom->core().mu);
+  std::memcpy(&ep->rdm->min_multi_recv, val, sizeof(size_t));
+  return 0;
+}
+
+int ep_getopt(fid_t f, int level, int name, void* val, size_t* len) {
+  auto* ep = from_fid<Ep>(f);
+  if (level != FI_OPT_ENDPOINT || name != FI_OPT_MIN_MULTI_RECV || !ep->rdm)
+    return cm_getopt(f, level, name, val, len);
+  if (val == nullptr || len == nullptr || *len < sizeof(size_t)) return -FI_ETOOSMALL;
+  std::lock_guard g(ep->dom->core().mu);
+  std::memcpy(val, &ep->rdm->min_multi_recv, sizeof(size_t));
+  *len = sizeof(size_t);
+  return 0;
+}
+
 fi_ops g_ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, no_ops_open, nullptr, nullptr};
-fi_ops_ep g_ep_ops = {sizeof(fi_ops_ep), ep_cancel, cm_getopt, no_setopt, no_ctx, no_rctx,
+fi_ops_ep g_ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt, ep_setopt, no_ctx, no_rctx,
                       no_left, no_left};
 fi_ops_cm g_ep_cm_ops = {sizeof(fi_ops_cm), ep_setname, ep_getname, ep_getpeer, ep_connect,
                          no_listen, ep_accept, no_reject, ep_shutdown, no_join};

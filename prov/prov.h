@@ -320,7 +320,14 @@ struct Op {
   // own work, the connection it uses, and the message's fields.
   RdmWork work = RdmWork::kNone;
   Qp* qp = nullptr;
-  Op* owner = nullptr;  // kRead: the receive it fills
+  // kRead: the receive it fills; a receive: the multi-receive buffer it
+  // is a slice of, if it is one.
+  Op* owner = nullptr;
+  // A multi-receive buffer (FI_MULTI_RECV): bytes given to slices, slices
+  // not completed yet, and whether it takes no more messages.
+  size_t multi_used = 0;
+  uint32_t multi_slices = 0;
+  bool multi_retired = false;
   uint64_t tag = 0, ignore = 0, cq_data = 0, msg_id = 0, size = 0;
   uint16_t msg_flags = 0;        // RdmHeader::flags of the message a receive took
   fi_addr_t addr = FI_ADDR_UNSPEC;
@@ -421,6 +428,7 @@ struct RdmConns {
   RdmMatcher matcher;
   std::map<uint64_t, Op*> rendezvous;
   uint64_t next_msg_id = 1;
+  size_t min_multi_recv = kRdmEager;  // FI_OPT_MIN_MULTI_RECV
   Cq* work = nullptr;  // what its QPs complete to (Cq::forward)
   ~RdmConns();
 };
@@ -434,7 +442,6 @@ RdmLink* target_link(Ep* ep, fi_addr_t dest, int* err);  // the same, for an RDM
 void rdm_conn_request(Ep* ep, const CmEvent& ev);
 void rdm_conn_event(Ep* ep, const CmEvent& ev);
 // --- rdm_datapath.cc --- messages between RDM endpoints (see there).
-inline constexpr size_t kRdmEager = 8192;  // longer messages go by rendezvous
 // A connection's messaging state, made with its QP (before it connects or
 // is accepted): the eager buffers are posted then. peer: the AV entry the
 // other end has in ours, or FI_ADDR_NOTAVAIL; name: where it listens.

@@ -11,6 +11,11 @@
 // message is a rendezvous: the target reads the payload with an RDMA Read
 // straight into the matched receive, then says kRendezvousDone.
 //
+// A multi-receive buffer (FI_MULTI_RECV, fi_msg(3)) takes message after
+// message, each as a receive of its own (a slice) at the next free place in
+// it; once less than FI_OPT_MIN_MULTI_RECV is left it takes no more, and the
+// last of its slices to complete says FI_MULTI_RECV: the buffer is free.
+//
 // Credits: a sender sends only into buffers the receiver has posted for it.
 // Each message takes one of the peer's; every header gives back those this
 // end posted again since its last header, and a kCredit message does so
@@ -190,6 +195,10 @@ size_t copy_out(const Op* recv, const uint8_t* src, size_t n) {
 void finish_recv(Ep* ep, Op* recv, int err) {
   fi_cq_err_entry e{};
   e.flags = recv->flags;
+  if (Op* m = recv->owner; m && --m->multi_slices == 0 && m->multi_retired) {
+    e.flags |= FI_MULTI_RECV;  // the buffer's last slice
+    free_op(m);
+  }
   e.buf = recv->buf;
   e.len = std::min<uint64_t>(recv->size, recv->len);
   if (recv->msg_flags & kRdmCqData) {
@@ -202,6 +211,28 @@ void finish_recv(Ep* ep, Op* recv, int err) {
     e.olen = recv->size - recv->len;
   }
   complete(recv, ep->rx_cq, e, err, recv->addr);
+}
+
+// The part of multi-receive buffer m a message of size bytes takes: a
+// receive of its own. *retired: m takes no more messages (it is off the
+// matcher's queue, and freed with its last slice).
+Op* slice(Ep* ep, Op* m, uint64_t size, bool* retired) {
+  Op* s = new_op(ep, m->context, m->flags & ~FI_MULTI_RECV, 0, false, m->cntr);
+  s->report = m->report;
+  const size_t take = std::min<uint64_t>(size, m->len - m->multi_used);
+  s->buf = static_cast<uint8_t*>(m->buf) + m->multi_used;
+  s->len = take;
+  s->iov[0] = iovec{s->buf, take};
+  s->iov_count = 1;
+  s->owner = m;
+  m->multi_used += take;
+  ++m->multi_slices;
+  *retired = m->len - m->multi_used < ep->rdm->min_multi_recv;
+  if (*retired) {
+    m->multi_retired = true;
+    ep->rdm->matcher.remove_recv(m);
+  }
+  return s;
 }
 
 // A receive and a message met: eager bytes are copied, a rendezvous reads.
@@ -265,6 +296,8 @@ bool arrive(Ep* ep, RdmLink& l, const RdmMsg& m, Op* b) {
             .cost = sizeof(Arrived) + (m.op == RdmOp::kEager ? m.size : 0)};
   const MsgKey key{l.peer, (m.flags & kRdmTagged) != 0, m.tag};
   if (auto* recv = static_cast<Op*>(r.matcher.take_recv(key))) {
+    bool retired;
+    if (recv->flags & FI_MULTI_RECV) recv = slice(ep, recv, a.size, &retired);
     deliver(ep, recv, a);
     return false;
   }
@@ -588,10 +621,14 @@ ssize_t peek(Ep* ep, Op* op, const RecvSpec& spec, uint64_t flags) {
 
 ssize_t rdm_cancel(Ep* ep, void* ctx) {
   std::lock_guard g(ep->dom->core().mu);
-  void* recv = ep->rdm->matcher.remove_recv_if(
-      [ctx](const void* r) { return static_cast<const Op*>(r)->context == ctx; });
+  auto* recv = static_cast<Op*>(ep->rdm->matcher.remove_recv_if(
+      [ctx](const void* r) { return static_cast<const Op*>(r)->context == ctx; }));
   if (!recv) return -FI_ENOENT;  // not posted, or taken by a message already
-  fail(static_cast<Op*>(recv), ep->rx_cq, FI_ECANCELED);
+  if (recv->multi_slices > 0) {  // its last slice frees it, saying FI_MULTI_RECV
+    recv->multi_retired = true;
+    return 0;
+  }
+  fail(recv, ep->rx_cq, FI_ECANCELED);
   return 0;
 }
 
@@ -602,6 +639,10 @@ ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   if (!(ep->info->caps & (tagged ? FI_TAGGED : FI_MSG))) return -FI_EOPNOTSUPP;
   if (!ep->enabled) return -FI_EOPBADSTATE;
   if (count > kMaxIov) return -FI_EINVAL;
+  // A multi-receive buffer is one untagged buffer (rx_attr's op_flags may
+  // make every fi_recv one).
+  const bool multi = (flags | (tagged ? 0 : ep->rx_flags)) & FI_MULTI_RECV;
+  if (multi && (tagged || count != 1 || !(ep->info->caps & FI_MULTI_RECV))) return -FI_EINVAL;
   RdmConns& r = *ep->rdm;
   Op* op = new_op(ep, ctx, FI_RECV | (tagged ? FI_TAGGED : FI_MSG), flags | ep->rx_flags, false,
                   ep->recv_cntr);
@@ -612,6 +653,18 @@ ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   const bool directed = ep->info->caps & FI_DIRECTED_RECV;
   const RecvSpec spec{directed ? src : FI_ADDR_UNSPEC, tagged, tag, ignore};
   if (tagged && (flags & (FI_PEEK | FI_CLAIM))) return peek(ep, op, spec, flags);
+  if (multi) {
+    op->flags |= FI_MULTI_RECV;
+    bool retired = false;  // then op may be freed already
+    while (!retired) {     // messages already here first
+      auto* a = static_cast<Arrived*>(r.matcher.take_message(spec));
+      if (!a) break;
+      deliver(ep, slice(ep, op, a->size, &retired), *a);
+      taken(ep, a);
+    }
+    if (!retired) r.matcher.queue_recv(spec, op, true);
+    return 0;
+  }
   if (auto* a = static_cast<Arrived*>(r.matcher.take_message(spec))) {
     deliver(ep, op, *a);
     taken(ep, a);

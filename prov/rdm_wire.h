@@ -34,6 +34,7 @@ namespace softrdma::prov {
 
 inline constexpr uint8_t kRdmVersion = 1;
 inline constexpr uint32_t kRdmBuffers = 32;       // eager buffers per connection and end
+inline constexpr size_t kRdmEager = 8192;         // longer messages go by rendezvous
 inline constexpr uint64_t kRdmMaxSize = UINT32_MAX;  // a message's payload bytes
 
 struct RdmHello {
