@@ -458,6 +458,45 @@ TEST_F(RdmWriteData, TheTargetSeesDataAndSenderOncePlaced) {
   one_message(a, b, 77);
 }
 
+// Open MPI puts a peer in its AV when it first talks to it: a message can
+// arrive before its sender is in the receiver's AV. A directed receive
+// posted once it is takes the message, which names its sender.
+TEST_F(RdmMsg, AMessageFromASenderNotYetInTheAv) {
+  Peer& a = add();
+  Domain other(kCaps);  // b's own AV, where a is not yet
+  Peer b(other);
+  sockaddr_in name{};
+  size_t len = sizeof(name);
+  fi_addr_t b_at_a = FI_ADDR_NOTAVAIL, a_at_b = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_getname(&b.ep()->fid, &name, &len), 0);
+  ASSERT_EQ(fi_av_insert(d_->av(), &name, 1, &b_at_a, 0, nullptr), 1);
+  uint64_t out = 0x1234, in = 0;
+  fi_cq_tagged_entry e{};
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  ssize_t rc;
+  ASSERT_TRUE(poll_until([&] {
+    rc = fi_tsend(a.ep(), &out, sizeof(out), nullptr, b_at_a, 9, &out);
+    fi_cq_read(b.cq(), &e, 1);
+    progress();
+    return rc != -FI_EAGAIN;
+  }));
+  ASSERT_EQ(rc, 0);
+  ASSERT_TRUE(poll_until([&] {  // sent, and b had time to take it in
+    fi_cq_read(b.cq(), &e, 1);
+    progress();
+    return !stash_[&a].empty();
+  }));
+  for (int i = 0; i < 1000; ++i) fi_cq_read(b.cq(), &e, 1);
+  len = sizeof(name);
+  ASSERT_EQ(fi_getname(&a.ep()->fid, &name, &len), 0);
+  ASSERT_EQ(fi_av_insert(other.av(), &name, 1, &a_at_b, 0, nullptr), 1);
+  ASSERT_EQ(fi_trecv(b.ep(), &in, sizeof(in), nullptr, a_at_b, 9, 0, &in), 0);
+  ASSERT_TRUE(poll_until([&] { return fi_cq_readfrom(b.cq(), &e, 1, &src) == 1; }));
+  EXPECT_EQ(e.op_context, &in);
+  EXPECT_EQ(src, a_at_b);
+  EXPECT_EQ(in, out);
+}
+
 // FI_MULTI_RECV: one buffer takes message after message, eager and
 // rendezvous, some sent before it was posted, each completing at its own
 // place in the buffer with its bytes; the message that leaves less than

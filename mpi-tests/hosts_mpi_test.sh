@@ -9,9 +9,10 @@
 # per-host setting (no FI_SOFTRDMA_* variable but FI_SOFTRDMA_STATS, which
 # only reports the counters).
 #
-# For mpi_p2p (0 B to 64 MiB, every ordered pair; over softrdma;ofi_rxm and
-# over softrdma's own FI_EP_RDM), mpi_coll and mpi_onesided (by RDMA as the
-# parameter set has it, and over the MTL with --mca osc pt2pt), asserts:
+# For mpi_p2p (0 B to 64 MiB, every ordered pair) and mpi_coll, over
+# softrdma;ofi_rxm and over softrdma's own FI_EP_RDM, and mpi_onesided (by
+# RDMA as the parameter set has it, and over the MTL with --mca osc pt2pt),
+# asserts:
 #  - PASS, and all 8 ranks' MTL chose the provider the job asked for;
 #  - cross-host pairs took the bypass path: each host's NIC gave softrdma
 #    at least the frames the cross-host payload needs (hosts_lib.sh:
@@ -71,6 +72,7 @@ job() {
 job mpi_p2p $((4 * 64 * 1024 * 1024))
 # Two-sided over the native endpoint: libfabric lists ofi_rxm's first.
 want=softrdma job mpi_p2p $((4 * 64 * 1024 * 1024)) -x FI_PROVIDER=^ofi_rxm
+want=softrdma job mpi_coll 0 -x FI_PROVIDER=^ofi_rxm
 job mpi_coll 0
 job mpi_onesided 0 --mca osc pt2pt  # one-sided over the MTL (see onesided.c)
 # By RDMA (osc rdma, the ofi BTL, softrdma's FI_EP_RDM), across the hosts too.

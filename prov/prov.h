@@ -429,6 +429,7 @@ struct RdmConns {
   std::map<uint64_t, Op*> rendezvous;
   uint64_t next_msg_id = 1;
   size_t min_multi_recv = kRdmEager;  // FI_OPT_MIN_MULTI_RECV
+  uint64_t av_resolved = 0;           // Av::changes when waiting senders were last looked up
   Cq* work = nullptr;  // what its QPs complete to (Cq::forward)
   ~RdmConns();
 };

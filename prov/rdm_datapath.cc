@@ -46,6 +46,7 @@ struct Arrived {
   Qp* qp = nullptr;
   uint64_t link = 0;  // RdmLink::serial
   fi_addr_t src = FI_ADDR_NOTAVAIL;
+  sockaddr_in name{};  // where the sender listens: src once the AV has it
   uint16_t flags = 0;
   uint64_t tag = 0, cq_data = 0, msg_id = 0, size = 0;
   bool rendezvous = false;
@@ -290,8 +291,8 @@ fi_addr_t sender(Ep* ep, RdmLink& l) {
 bool arrive(Ep* ep, RdmLink& l, const RdmMsg& m, Op* b) {
   RdmConns& r = *ep->rdm;
   sender(ep, l);
-  Arrived a{.qp = l.qp, .link = l.serial, .src = l.peer, .flags = m.flags, .tag = m.tag, .cq_data = m.cq_data,
-            .msg_id = m.msg_id, .size = m.size, .rendezvous = m.op == RdmOp::kRendezvous,
+  Arrived a{.qp = l.qp, .link = l.serial, .src = l.peer, .name = l.name, .flags = m.flags,
+            .tag = m.tag, .cq_data = m.cq_data, .msg_id = m.msg_id, .size = m.size, .rendezvous = m.op == RdmOp::kRendezvous,
             .stag = m.stag, .addr = m.addr, .data = {}, .payload = m.payload, .held = nullptr,
             .cost = sizeof(Arrived) + (m.op == RdmOp::kEager ? m.size : 0)};
   const MsgKey key{l.peer, (m.flags & kRdmTagged) != 0, m.tag};
@@ -583,6 +584,19 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
 
 namespace {
 
+// A message can arrive before the application put its sender in the AV
+// (Open MPI adds peers as it first talks to them): once the AV changed,
+// such waiting messages are matched by the sender's entry.
+void resolve_unknown(RdmConns& r) {
+  if (r.av_resolved == r.av->changes) return;
+  r.av_resolved = r.av->changes;
+  r.matcher.resolve_unknown([&r](void* m) {
+    auto* a = static_cast<Arrived*>(m);
+    a->src = av_lookup(r.av, a->name);
+    return a->src;
+  });
+}
+
 // FI_PEEK, FI_CLAIM, FI_DISCARD (fi_tagged(3)): a look at the kept
 // messages without a receive buffer, or the taking of a claimed one.
 ssize_t peek(Ep* ep, Op* op, const RecvSpec& spec, uint64_t flags) {
@@ -652,6 +666,7 @@ ssize_t rdm_recv(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   op->iov_count = count;
   const bool directed = ep->info->caps & FI_DIRECTED_RECV;
   const RecvSpec spec{directed ? src : FI_ADDR_UNSPEC, tagged, tag, ignore};
+  resolve_unknown(r);
   if (tagged && (flags & (FI_PEEK | FI_CLAIM))) return peek(ep, op, spec, flags);
   if (multi) {
     op->flags |= FI_MULTI_RECV;

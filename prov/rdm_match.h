@@ -80,6 +80,14 @@ class RdmMatcher {
   // FI_PEEK | FI_DISCARD: takes a message peek returned off the queue.
   void remove_message(const void* msg);
 
+  // Waiting messages from a sender that was not in the AV: src(msg) says
+  // who it is now (FI_ADDR_NOTAVAIL: still nobody).
+  template <typename F>
+  void resolve_unknown(F src) {
+    for (Waiting& w : msgs_)
+      if (w.key.src == FI_ADDR_NOTAVAIL) w.key.src = src(w.msg);
+  }
+
   // Every waiting message, claimed or not, taken off the queue in turn.
   template <typename F>
   void drain_messages(F f) {
