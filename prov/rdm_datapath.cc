@@ -10,6 +10,9 @@
 // buffers, or kept until one is posted; the buffer is posted again. A long
 // message is a rendezvous: the target reads the payload with an RDMA Read
 // straight into the matched receive, then says kRendezvousDone.
+// FI_DELIVERY_COMPLETE: a send completes once its message is in the receive
+// it matched (fi_cq(3)): kRendezvousDone says so for a long one, and the
+// target answers an eager one sent with kRdmAckDelivery with kDeliveryAck.
 //
 // A multi-receive buffer (FI_MULTI_RECV, fi_msg(3)) takes message after
 // message, each as a receive of its own (a slice) at the next free place in
@@ -236,6 +239,13 @@ Op* slice(Ep* ep, Op* m, uint64_t size, bool* retired) {
   return s;
 }
 
+// The sender of a with kRdmAckDelivery hears that a was taken.
+void ack_delivery(Ep* ep, const Arrived& a) {
+  if (!(a.flags & kRdmAckDelivery)) return;
+  RdmLink* l = link_of(ep, a.qp);
+  if (l && l->serial == a.link) send_control(ep, *l, RdmOp::kDeliveryAck, a.msg_id);
+}
+
 // A receive and a message met: eager bytes are copied, a rendezvous reads.
 void deliver(Ep* ep, Op* recv, const Arrived& a) {
   recv->tag = a.tag;
@@ -246,6 +256,7 @@ void deliver(Ep* ep, Op* recv, const Arrived& a) {
   if (!a.rendezvous) {
     copy_out(recv, a.payload, std::min<uint64_t>(a.size, recv->len));
     finish_recv(ep, recv, 0);
+    ack_delivery(ep, a);
     return;
   }
   RdmLink* l = link_of(ep, a.qp);
@@ -338,8 +349,9 @@ void taken(Ep* ep, Arrived* a) {
   delete a;
 }
 
-// The target has read a long send's data: it completes.
-void rendezvous_done(Ep* ep, RdmLink& l, uint64_t msg_id) {
+// The target has a send's message in a receive (it read a long one's
+// data, or took an eager one sent for FI_DELIVERY_COMPLETE): it completes.
+void delivered(Ep* ep, RdmLink& l, uint64_t msg_id) {
   RdmConns& r = *ep->rdm;
   auto it = r.rendezvous.find(msg_id);
   if (it == r.rendezvous.end() || it->second->qp != l.qp) {
@@ -348,7 +360,7 @@ void rendezvous_done(Ep* ep, RdmLink& l, uint64_t msg_id) {
   }
   Op* op = it->second;
   r.rendezvous.erase(it);
-  engine(ep).dereg_mr(op->rndv_stag);
+  if (!(op->msg_flags & kRdmAckDelivery)) engine(ep).dereg_mr(op->rndv_stag);
   fi_cq_err_entry e{};
   e.flags = op->flags;
   e.len = op->len;
@@ -388,9 +400,10 @@ void on_buffer(Op* b, const Wc& wc) {
       }
       break;
     case RdmOp::kRendezvousDone:
-      rendezvous_done(ep, *l, m.msg_id);
+    case RdmOp::kDeliveryAck:
+      delivered(ep, *l, m.msg_id);
       break;
-    default:  // kCredit: the credits were all; kDeliveryAck is not sent yet
+    default:  // kCredit: the credits were all
       break;
   }
   if (l->ending) {
@@ -483,7 +496,7 @@ void rdm_link_close(Ep* ep, Qp* qp) {
       continue;
     }
     it = r.rendezvous.erase(it);
-    engine(ep).dereg_mr(op->rndv_stag);
+    if (!(op->msg_flags & kRdmAckDelivery)) engine(ep).dereg_mr(op->rndv_stag);
     fail(op, ep->tx_cq, FI_ECONNABORTED);
   }
 }
@@ -542,6 +555,24 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   const uint16_t mflags = (tagged ? kRdmTagged : 0) | (data ? kRdmCqData : 0);
   const uint64_t cq_data = data ? *data : 0;
   (void)desc;  // the engine needs no MR for a Send's or a Read's local buffers
+  if (size <= kRdmEager && ((flags | ep->tx_flags) & FI_DELIVERY_COMPLETE) && !inject) {
+    // Delivery-complete: the payload goes in a copy, and the send completes
+    // at the target's kDeliveryAck.
+    op->delivery = false;
+    op->msg_flags = kRdmAckDelivery;
+    op->msg_id = ep->rdm->next_msg_id++;
+    Op* c = control_op(ep, *l);
+    gather(&c->inject, kHeader, iov, count);
+    if (int rc = send_message(ep, *l, c, RdmOp::kEager, mflags | kRdmAckDelivery, tag, cq_data,
+                              op->msg_id, size, nullptr, 0);
+        rc != 0) {
+      free_op(c);
+      free_op(op);
+      return rc;
+    }
+    ep->rdm->rendezvous[op->msg_id] = op;
+    return 0;
+  }
   if (size <= kRdmEager) {
     if (inject) {
       gather(&op->inject, kHeader, iov, count);
@@ -622,6 +653,7 @@ ssize_t peek(Ep* ep, Op* op, const RecvSpec& spec, uint64_t flags) {
   const fi_addr_t src = a->src;
   if (flags & FI_DISCARD) {
     if (flags & FI_PEEK) r.matcher.remove_message(a);
+    ack_delivery(ep, *a);
     taken(ep, a);
   } else if (flags & FI_CLAIM) {
     r.matcher.claim(a, op->context);
