@@ -140,15 +140,18 @@ echo "switches after the pair: A $(switch_holds 0), B $(switch_holds 1) (before:
 # --- the switch SIGKILLed mid-run, then restarted -------------------------------
 # A server that outlives its switch (srdma_soak surviving lost clients, on
 # B as nobody) must answer again once the switch is back: a client of A
-# before the kill and one after the restart, every byte checked.
+# before the kill and one after the restart, every byte checked. Its port
+# is below the ephemeral range, where no earlier connection of the host
+# can hold it.
+lasting_port=29720
 lasting_client() {
-  as_user 0 timeout 90 "$soak" -p 47720 -n 2 -q 2 -s 64K -d 2 --no-bye "${addr[1]}" \
+  as_user 0 timeout 90 "$soak" -p "$lasting_port" -n 2 -q 2 -s 64K -d 2 --no-bye "${addr[1]}" \
     >"$tmp/$1.log" 2>&1 || { cat "$tmp/$1.log" "$tmp/lasting.srv"; fail "$1: a client of B's lasting server failed"; }
 }
-as_user 1 timeout 600 "$soak" --server -p 47720 --serve-until-idle 300 >"$tmp/lasting.srv" 2>&1 &
+as_user 1 timeout 600 "$soak" --server -p "$lasting_port" --serve-until-idle 300 >"$tmp/lasting.srv" 2>&1 &
 lasting=$!
 for _ in $(seq 50); do
-  ip netns exec "${hosts[1]}" ss -Hltn 'sport = :47720' | grep -q . && break
+  ip netns exec "${hosts[1]}" ss -Hltn "sport = :$lasting_port" | grep -q . && break
   sleep 0.1
 done
 lasting_client lasting-before
