@@ -3,9 +3,9 @@
 // (rdm_ep.cc) and receives on the ones its peers made to it; control
 // messages go back on the connection they answer.
 //
-// Receive: every connection has kRdmBuffers eager buffers posted; an RDMAP Send
-// (or the Immediate Data of fi_writedata, RFC 7306) lands in one (the engine places it), the endpoint's CQ hands the
-// completion to rdm_internal, the header is checked, the message is matched
+// Receive: every connection has kRdmBuffers eager buffers posted; an RDMAP
+// Send (or the Immediate Data of fi_writedata, RFC 7306) lands in one (the
+// engine places it), the endpoint's CQ hands the completion to rdm_internal, the header is checked, the message is matched
 // against the posted receives (rdm_match.h) and copied into the receive's
 // buffers, or kept until one is posted; the buffer is posted again. A long
 // message is a rendezvous: the target reads the payload with an RDMA Read
@@ -120,7 +120,7 @@ int send_message(Ep* ep, RdmLink& l, Op* carrier, RdmOp op, uint16_t flags, uint
   wr.sg_list[0] = Sge{reinterpret_cast<uint64_t>(carrier->inject.data()),
                       static_cast<uint32_t>(carrier->inject.size()), 0};
   wr.num_sge = 1;
-  if (carrier->work == RdmWork::kNone && carrier->iov_count) {  // zero copy from the caller
+  if (carrier->iov_count) {  // zero copy from the caller
     if (!fill_sges(wr.sg_list + 1, &wr.num_sge, carrier->iov, nullptr, carrier->iov_count))
       return -FI_EINVAL;
     wr.num_sge += 1;
@@ -163,6 +163,16 @@ void flush(Ep* ep, RdmLink& l) {
     if (op == RdmOp::kCredit) l.credit_queued = false;
     l.backlog.pop_front();
   }
+}
+
+// Whether a message may go on l now: not on a link that is ending (dropped
+// at its kDisconnected; the next send makes a new one), and never the last
+// credit, which is kept for kCredit. If not, owed credits go out.
+bool may_send(Ep* ep, RdmLink& l) {
+  if (l.ending) return false;
+  if (l.credits >= 2) return true;
+  flush(ep, l);
+  return false;
 }
 
 void send_control(Ep* ep, RdmLink& l, RdmOp op, uint64_t msg_id) {
@@ -303,7 +313,8 @@ bool arrive(Ep* ep, RdmLink& l, const RdmMsg& m, Op* b) {
   RdmConns& r = *ep->rdm;
   sender(ep, l);
   Arrived a{.qp = l.qp, .link = l.serial, .src = l.peer, .name = l.name, .flags = m.flags,
-            .tag = m.tag, .cq_data = m.cq_data, .msg_id = m.msg_id, .size = m.size, .rendezvous = m.op == RdmOp::kRendezvous,
+            .tag = m.tag, .cq_data = m.cq_data, .msg_id = m.msg_id, .size = m.size,
+            .rendezvous = m.op == RdmOp::kRendezvous,
             .stag = m.stag, .addr = m.addr, .data = {}, .payload = m.payload, .held = nullptr,
             .cost = sizeof(Arrived) + (m.op == RdmOp::kEager ? m.size : 0)};
   const MsgKey key{l.peer, (m.flags & kRdmTagged) != 0, m.tag};
@@ -461,14 +472,10 @@ void rdm_link_credits(Ep* ep, Qp* qp, uint32_t credits) {
 
 bool rdm_credit(Ep* ep, Qp* qp, bool spend) {
   RdmLink* l = link_of(ep, qp);
-  if (!l || l->ending) return false;
-  if (spend) {
-    --l->credits;
-    return true;
-  }
-  if (l->credits >= 2) return true;  // the last one is kept for kCredit
-  flush(ep, *l);
-  return false;
+  if (!l) return false;
+  if (!spend) return may_send(ep, *l);
+  --l->credits;
+  return true;
 }
 
 void rdm_link_end(Ep* ep, Qp* qp, const char* why) {
@@ -538,11 +545,7 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   RdmLink* l = target_link(ep, dest, &err);
   if (!l) return err;
   Qp* qp = l->qp;
-  if (l->ending) return -FI_EAGAIN;  // dropped at its kDisconnected; then a new one
-  if (l->credits < 2) {  // the last one is kept for kCredit
-    flush(ep, *l);
-    return -FI_EAGAIN;
-  }
+  if (!may_send(ep, *l)) return -FI_EAGAIN;
   Op* op = new_op(ep, ctx, FI_SEND | (tagged ? FI_TAGGED : FI_MSG), flags | ep->tx_flags, true,
                   ep->send_cntr);
   op->len = size;
@@ -556,13 +559,15 @@ ssize_t rdm_send(Ep* ep, const iovec* iov, void** desc, size_t count, fi_addr_t 
   const uint64_t cq_data = data ? *data : 0;
   (void)desc;  // the engine needs no MR for a Send's or a Read's local buffers
   if (size <= kRdmEager && ((flags | ep->tx_flags) & FI_DELIVERY_COMPLETE) && !inject) {
-    // Delivery-complete: the payload goes in a copy, and the send completes
-    // at the target's kDeliveryAck.
+    // Delivery-complete: the Send's record is a carrier of the caller's
+    // buffers, which stay theirs until the target's kDeliveryAck completes
+    // the send.
     op->delivery = false;
     op->msg_flags = kRdmAckDelivery;
     op->msg_id = ep->rdm->next_msg_id++;
     Op* c = control_op(ep, *l);
-    gather(&c->inject, kHeader, iov, count);
+    std::copy(iov, iov + count, c->iov);
+    c->iov_count = count;
     if (int rc = send_message(ep, *l, c, RdmOp::kEager, mflags | kRdmAckDelivery, tag, cq_data,
                               op->msg_id, size, nullptr, 0);
         rc != 0) {
