@@ -605,6 +605,33 @@ TEST_F(RdmMultiRecv, OneBufferManyMessages) {
   reap(a, 1);
 }
 
+// With FI_OPT_MIN_MULTI_RECV 0 a buffer is retired once it is full.
+TEST_F(RdmMultiRecv, MinimumZeroRetiresAFullBuffer) {
+  Peer& a = add();
+  Peer& b = add();
+  size_t min = 0;
+  ASSERT_EQ(fi_setopt(&b.ep()->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+  uint64_t buf[2] = {}, out[2] = {11, 22};
+  iovec v{buf, sizeof(buf)};
+  fi_msg m{};
+  m.msg_iov = &v;
+  m.iov_count = 1;
+  m.addr = FI_ADDR_UNSPEC;
+  m.context = buf;
+  ASSERT_EQ(fi_recvmsg(b.ep(), &m, FI_MULTI_RECV), 0);
+  send(a, &out[0], 8, b, &out[0]);
+  send(a, &out[1], 8, b, &out[1]);
+  for (int k = 0; k < 2; ++k) {
+    Entry x;
+    ASSERT_TRUE(next(b, &x));
+    ASSERT_EQ(x.err.err, 0);
+    EXPECT_EQ(x.e.flags, FI_RECV | FI_MSG | (k == 1 ? FI_MULTI_RECV : 0)) << k;
+  }
+  EXPECT_EQ(buf[0], 11u);
+  EXPECT_EQ(buf[1], 22u);
+  reap(a, 2);
+}
+
 // The protocol's bytes (prov/rdm_wire.h) as a peer that breaks it writes
 // them: a hello naming 127.0.0.1:port, and a 40-byte message header.
 std::vector<uint8_t> hello(uint16_t port, uint32_t credits) {

@@ -241,7 +241,8 @@ Op* slice(Ep* ep, Op* m, uint64_t size, bool* retired) {
   s->owner = m;
   m->multi_used += take;
   ++m->multi_slices;
-  *retired = m->len - m->multi_used < ep->rdm->min_multi_recv;
+  const size_t left = m->len - m->multi_used;
+  *retired = left == 0 || left < ep->rdm->min_multi_recv;  // full even with a minimum of 0
   if (*retired) {
     m->multi_retired = true;
     ep->rdm->matcher.remove_recv(m);
